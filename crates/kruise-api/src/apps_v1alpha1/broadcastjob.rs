@@ -1,0 +1,15 @@
+//! PLACEHOLDER: replaced by the full BroadcastJob types.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "apps.kruise.io",
+    version = "v1alpha1",
+    kind = "BroadcastJob",
+    plural = "broadcastjobs",
+    namespaced
+)]
+pub struct BroadcastJobSpec {}

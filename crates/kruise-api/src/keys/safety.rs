@@ -1,0 +1,1 @@
+//! PLACEHOLDER: filled in with the area's keys.
