@@ -1,1 +1,177 @@
-//! placeholder
+//! Process plumbing every kruise-rs binary shares.
+//!
+//! A controller's `main` is three lines: [`Runtime::from_env`], then its own `run()`.
+//! The [`Runtime`] carries the settings, the rate-limited client, the metrics registry,
+//! the readiness checks behind `/readyz`, the feature gates and the shutdown signal.
+
+pub mod admin;
+pub mod cache;
+pub mod client;
+pub mod events;
+pub mod gates;
+pub mod leader;
+pub mod metrics;
+pub mod settings;
+pub mod telemetry;
+
+use std::net::SocketAddr;
+
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+pub use admin::{Readiness, ReadyHandle};
+pub use cache::{Cache, Tolerant};
+pub use events::Events;
+pub use gates::FeatureGates;
+pub use leader::Election;
+pub use metrics::Metrics;
+pub use settings::Settings;
+
+/// Errors of the shared runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Settings(String),
+    #[error("kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    #[error("admin server on {addr}: {source}")]
+    Admin {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Leader(String),
+    #[error("webhook: {0}")]
+    Webhook(String),
+}
+
+impl Error {
+    /// A short, bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Settings(_) => "settings",
+            Error::Client(_) => "client",
+            Error::Admin { .. } => "admin",
+            Error::Leader(_) => "leader",
+            Error::Webhook(_) => "webhook",
+        }
+    }
+}
+
+/// Everything a controller needs from its process.
+#[derive(Clone)]
+pub struct Runtime {
+    /// The controller's name: event reporter, lease name, field manager.
+    pub name: String,
+    pub settings: Settings,
+    pub gates: FeatureGates,
+    pub client: Client,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    pub shutdown: CancellationToken,
+    /// Where the admin server actually listens.
+    pub admin_addr: SocketAddr,
+}
+
+impl Runtime {
+    /// For `main`: settings from `KRUISE_*`, logging, a client from `KUBECONFIG` or the
+    /// in-cluster config, the admin server, and SIGTERM/SIGINT handling.
+    pub async fn from_env(name: &str) -> Result<Self, Error> {
+        let settings = Settings::from_env()?;
+        telemetry::init(settings.log_format);
+        let config = kube::Config::infer()
+            .await
+            .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
+        let runtime = Self::new(name, settings, config).await?;
+        let shutdown = runtime.shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("signal received; shutting down");
+            shutdown.cancel();
+        });
+        tracing::info!(controller = name, admin = %runtime.admin_addr, "started");
+        Ok(runtime)
+    }
+
+    /// For tests and embedding: explicit settings and client config.
+    pub async fn new(name: &str, settings: Settings, config: kube::Config) -> Result<Self, Error> {
+        let metrics = Metrics::new();
+        let client = client::build(config, settings.kube_qps, settings.kube_burst, &metrics)?;
+        let readiness = Readiness::default();
+        let shutdown = CancellationToken::new();
+        let admin_addr = admin::serve(
+            settings.admin_addr,
+            metrics.clone(),
+            readiness.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .map_err(|source| Error::Admin {
+            addr: settings.admin_addr,
+            source,
+        })?;
+        Ok(Runtime {
+            name: name.to_string(),
+            gates: settings.gates(),
+            settings,
+            client,
+            metrics,
+            readiness,
+            shutdown,
+            admin_addr,
+        })
+    }
+
+    /// The lease settings for this controller.
+    pub fn election(&self) -> Election {
+        Election {
+            client: self.client.clone(),
+            lease_name: self.name.clone(),
+            namespace: self.settings.namespace.clone(),
+            enabled: self.settings.leader_elect,
+            duration_seconds: self.settings.lease_duration_seconds,
+        }
+    }
+
+    /// An event publisher reporting as this controller.
+    pub fn events(&self) -> Events {
+        Events::new(self.client.clone(), &self.name)
+    }
+
+    /// Runs `controller()` while this replica leads, until shutdown.
+    pub async fn run_while_leader<F, Fut>(&self, controller: F) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        leader::run_while_leader(
+            self.election(),
+            &self.metrics,
+            self.shutdown.clone(),
+            controller,
+        )
+        .await
+    }
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

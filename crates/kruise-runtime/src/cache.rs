@@ -1,0 +1,521 @@
+//! Shared, pruned caches: one watch per kind per process, fanned out to every controller
+//! of the binary, kept warm whether or not this replica is the leader.
+//!
+//! - Objects are pruned before they are stored (`managedFields`, the last-applied
+//!   annotation): a 1000-Pod CloneSet costs a fraction of the memory.
+//! - Objects are indexed by the UID of their controller owner, so a reconcile reads its
+//!   Pods without scanning the whole cache.
+//! - A custom resource that does not decode (a field our types reject) is logged and
+//!   skipped ([`Tolerant`]), never fails the watch: one bad object must not stop the
+//!   controller for every other one.
+//! - Deletions are delivered to subscribers too (a deleted Pod must wake its owner).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, RwLock};
+
+use futures::{Stream, StreamExt, TryStreamExt, stream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::{self, Event};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use crate::admin::ReadyHandle;
+
+/// Removes what no controller reads from an object before it is cached.
+pub fn prune_metadata(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// A cached kind: the store, the owner index, and a fan-out of changes.
+pub struct Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    owners: OwnerIndex<K>,
+    changes: broadcast::Sender<Arc<K>>,
+}
+
+impl<K> Clone for Cache<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        Cache {
+            store: self.store.clone(),
+            owners: self.owners.clone(),
+            changes: self.changes.clone(),
+        }
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Watches `api` (filtered by `config`), prunes each object with `prune`, and keeps
+    /// the cache until the process ends. `ready` turns green after the first full list.
+    pub fn spawn(
+        api: Api<K>,
+        config: watcher::Config,
+        prune: fn(&mut K),
+        ready: ReadyHandle,
+    ) -> Self {
+        let events = watcher(api, config).default_backoff().modify(prune);
+        Self::spawn_from(events, ready)
+    }
+
+    /// Like [`Cache::spawn`] for custom resources: objects that fail to decode are logged
+    /// and left out (or dropped from the cache if an earlier version was in it).
+    pub fn spawn_tolerant(
+        api: Api<Tolerant<K>>,
+        config: watcher::Config,
+        prune: fn(&mut K),
+        ready: ReadyHandle,
+    ) -> Self {
+        let (tx, _) = broadcast::channel(CHANGES_BUFFER);
+        let writer = Writer::default();
+        let cache = Cache {
+            store: writer.as_reader(),
+            owners: OwnerIndex::default(),
+            changes: tx,
+        };
+        let store = cache.store.clone();
+        let events = watcher(api, config)
+            .default_backoff()
+            .map_ok(move |event| decode_tolerant(event, &store))
+            .try_filter_map(|event| async move { Ok(event) })
+            .modify(prune);
+        tokio::spawn(cache.clone().run(events, writer, ready));
+        cache
+    }
+
+    fn spawn_from(
+        events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+        ready: ReadyHandle,
+    ) -> Self {
+        let (tx, _) = broadcast::channel(CHANGES_BUFFER);
+        let writer = Writer::default();
+        let cache = Cache {
+            store: writer.as_reader(),
+            owners: OwnerIndex::default(),
+            changes: tx,
+        };
+        tokio::spawn(cache.clone().run(events, writer, ready));
+        cache
+    }
+
+    async fn run(
+        self,
+        events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+        mut writer: Writer<K>,
+        ready: ReadyHandle,
+    ) {
+        let kind = K::kind(&());
+        let mut events = std::pin::pin!(events);
+        let mut relisted: Vec<Arc<K>> = Vec::new();
+        while let Some(event) = events.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(err) => {
+                    tracing::warn!(%kind, %err, "watch error; retrying with backoff");
+                    continue;
+                }
+            };
+            writer.apply_watcher_event(&event);
+            self.owners.apply(&event);
+            match event {
+                Event::Apply(obj) | Event::Delete(obj) => {
+                    let _ = self.changes.send(Arc::new(obj));
+                }
+                Event::Init => relisted.clear(),
+                Event::InitApply(obj) => relisted.push(Arc::new(obj)),
+                Event::InitDone => {
+                    ready.set_ready();
+                    // After a relist, objects that changed while the watch was down
+                    // arrive only here: tell subscribers about all of them.
+                    for obj in relisted.drain(..) {
+                        let _ = self.changes.send(obj);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How many changes a slow subscriber may fall behind before it resyncs from the store.
+const CHANGES_BUFFER: usize = 16 * 1024;
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Objects whose controller owner has this UID.
+    pub fn owned_by(&self, owner_uid: &str) -> Vec<Arc<K>> {
+        self.owners
+            .refs(owner_uid)
+            .into_iter()
+            .filter_map(|r| self.store.get(&r))
+            .collect()
+    }
+
+    /// Every object now in the cache, then every later change (deletions included).
+    /// A subscriber that falls too far behind gets the whole cache again.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let rx = self.changes.subscribe();
+        let store = self.store.clone();
+        let snapshot = stream::iter(self.store.state());
+        let live = stream::unfold((rx, store), |(mut rx, store)| async move {
+            match rx.recv().await {
+                Ok(obj) => Some((stream::iter(vec![obj]), (rx, store))),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, kind = %K::kind(&()), "subscriber lagged; resyncing from the cache");
+                    let all = store.state();
+                    Some((stream::iter(all), (rx, store)))
+                }
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+        .flatten();
+        snapshot.chain(live)
+    }
+}
+
+fn watcher<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
+{
+    watcher::watcher(api, config)
+}
+
+/// Controller-owner UID → objects, maintained from the same events as the store.
+pub struct OwnerIndex<K: Resource>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    inner: Arc<RwLock<IndexState<K>>>,
+}
+
+struct IndexState<K: Resource>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    by_owner: HashMap<String, HashSet<ObjectRef<K>>>,
+    owner_of: HashMap<ObjectRef<K>, String>,
+    relist: Option<Vec<(ObjectRef<K>, String)>>,
+}
+
+impl<K: Resource> Default for OwnerIndex<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn default() -> Self {
+        OwnerIndex {
+            inner: Arc::new(RwLock::new(IndexState {
+                by_owner: HashMap::new(),
+                owner_of: HashMap::new(),
+                relist: None,
+            })),
+        }
+    }
+}
+
+impl<K: Resource> Clone for OwnerIndex<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        OwnerIndex {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+/// The UID of an object's controller owner, if any.
+pub fn controller_uid<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta()
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+}
+
+impl<K> OwnerIndex<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    fn apply(&self, event: &Event<K>) {
+        let mut state = self.inner.write().expect("owner index lock");
+        match event {
+            Event::Apply(obj) => state.insert(ObjectRef::from_obj(obj), controller_uid(obj)),
+            Event::Delete(obj) => state.insert(ObjectRef::from_obj(obj), None),
+            Event::Init => state.relist = Some(Vec::new()),
+            Event::InitApply(obj) => {
+                if let (Some(relist), Some(uid)) = (state.relist.as_mut(), controller_uid(obj)) {
+                    relist.push((ObjectRef::from_obj(obj), uid));
+                }
+            }
+            Event::InitDone => {
+                let entries = state.relist.take().unwrap_or_default();
+                state.by_owner.clear();
+                state.owner_of.clear();
+                for (r, uid) in entries {
+                    state.insert(r, Some(uid));
+                }
+            }
+        }
+    }
+
+    fn refs(&self, owner_uid: &str) -> Vec<ObjectRef<K>> {
+        let state = self.inner.read().expect("owner index lock");
+        state
+            .by_owner
+            .get(owner_uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl<K: Resource> IndexState<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn insert(&mut self, r: ObjectRef<K>, owner: Option<String>) {
+        if let Some(previous) = self.owner_of.remove(&r)
+            && let Some(set) = self.by_owner.get_mut(&previous)
+        {
+            set.remove(&r);
+            if set.is_empty() {
+                self.by_owner.remove(&previous);
+            }
+        }
+        if let Some(owner) = owner {
+            self.by_owner
+                .entry(owner.clone())
+                .or_default()
+                .insert(r.clone());
+            self.owner_of.insert(r, owner);
+        }
+    }
+}
+
+/// A custom resource as it came off the wire: decoded, or its metadata and the reason it
+/// did not decode. Watch `Api<Tolerant<K>>` so one malformed object cannot fail a list.
+#[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // transient: every value is unwrapped right after decoding
+pub enum Tolerant<K> {
+    Decoded(K),
+    Malformed { metadata: ObjectMeta, error: String },
+}
+
+impl<'de, K: DeserializeOwned> serde::Deserialize<'de> for Tolerant<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        match K::deserialize(&value) {
+            Ok(obj) => Ok(Tolerant::Decoded(obj)),
+            Err(err) => {
+                let metadata = value
+                    .get("metadata")
+                    .and_then(|m| ObjectMeta::deserialize(m).ok())
+                    .unwrap_or_default();
+                Ok(Tolerant::Malformed {
+                    metadata,
+                    error: err.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Tolerant<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        K::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        K::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        K::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        K::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Tolerant::Decoded(obj) => obj.meta(),
+            Tolerant::Malformed { metadata, .. } => metadata,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Tolerant::Decoded(obj) => obj.meta_mut(),
+            Tolerant::Malformed { metadata, .. } => metadata,
+        }
+    }
+}
+
+/// Turns a tolerant event into a typed one. A malformed object is reported, and if the
+/// cache holds an earlier (good) version of it, that version is removed: the controller
+/// then stops acting on an object it can no longer understand instead of acting on a
+/// stale copy.
+fn decode_tolerant<K>(event: Event<Tolerant<K>>, store: &Store<K>) -> Option<Event<K>>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let malformed = |metadata: &ObjectMeta, error: &str| {
+        let name = metadata.name.clone().unwrap_or_default();
+        let namespace = metadata.namespace.clone();
+        tracing::warn!(kind = %K::kind(&()), %name, ?namespace, %error, "skipping an object that does not decode");
+        let mut r = ObjectRef::<K>::new(&name);
+        if let Some(ns) = namespace {
+            r = r.within(&ns);
+        }
+        store.get(&r)
+    };
+    match event {
+        Event::Apply(Tolerant::Decoded(obj)) => Some(Event::Apply(obj)),
+        Event::Delete(Tolerant::Decoded(obj)) => Some(Event::Delete(obj)),
+        Event::InitApply(Tolerant::Decoded(obj)) => Some(Event::InitApply(obj)),
+        Event::Apply(Tolerant::Malformed { metadata, error })
+        | Event::Delete(Tolerant::Malformed { metadata, error }) => {
+            malformed(&metadata, &error).map(|old| Event::Delete((*old).clone()))
+        }
+        Event::InitApply(Tolerant::Malformed { metadata, error }) => {
+            malformed(&metadata, &error);
+            None
+        }
+        Event::Init => Some(Event::Init),
+        Event::InitDone => Some(Event::InitDone),
+    }
+}
+
+/// Names an object for logs: `namespace/name`.
+pub fn key<K: Resource>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn pod(name: &str, owner: Option<&str>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.owner_references = owner.map(|uid| {
+            vec![OwnerReference {
+                uid: uid.into(),
+                controller: Some(true),
+                kind: "CloneSet".into(),
+                name: "cs".into(),
+                api_version: "apps.kruise.io/v1alpha1".into(),
+                ..Default::default()
+            }]
+        });
+        p
+    }
+
+    fn names(index: &OwnerIndex<Pod>, uid: &str) -> Vec<String> {
+        let mut v: Vec<String> = index.refs(uid).into_iter().map(|r| r.name).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn owner_index_follows_applies_deletes_and_relists() {
+        let index = OwnerIndex::<Pod>::default();
+        index.apply(&Event::Apply(pod("a", Some("u1"))));
+        index.apply(&Event::Apply(pod("b", Some("u1"))));
+        index.apply(&Event::Apply(pod("c", Some("u2"))));
+        index.apply(&Event::Apply(pod("d", None)));
+        assert_eq!(names(&index, "u1"), ["a", "b"]);
+        // Released by its owner (ownerRef removed).
+        index.apply(&Event::Apply(pod("b", None)));
+        assert_eq!(names(&index, "u1"), ["a"]);
+        index.apply(&Event::Delete(pod("c", Some("u2"))));
+        assert!(names(&index, "u2").is_empty());
+        // A relist replaces everything.
+        index.apply(&Event::Init);
+        index.apply(&Event::InitApply(pod("x", Some("u1"))));
+        assert_eq!(
+            names(&index, "u1"),
+            ["a"],
+            "old view kept until the relist is done"
+        );
+        index.apply(&Event::InitDone);
+        assert_eq!(names(&index, "u1"), ["x"]);
+    }
+
+    #[test]
+    fn tolerant_keeps_metadata_of_objects_that_do_not_decode() {
+        #[derive(serde::Deserialize, Debug, Clone)]
+        struct Strict {
+            #[allow(dead_code)]
+            replicas: i32,
+        }
+        let ok: Tolerant<Strict> = serde_json::from_str(r#"{"replicas": 3}"#).unwrap();
+        assert!(matches!(ok, Tolerant::Decoded(Strict { replicas: 3 })));
+        let bad: Tolerant<Strict> = serde_json::from_str(
+            r#"{"metadata": {"name": "x", "namespace": "n"}, "replicas": "abc"}"#,
+        )
+        .unwrap();
+        match bad {
+            Tolerant::Malformed { metadata, error } => {
+                assert_eq!(metadata.name.as_deref(), Some("x"));
+                assert!(error.contains("invalid type"), "{error}");
+            }
+            other => panic!("expected malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prune_drops_managed_fields_and_last_applied() {
+        let mut meta = ObjectMeta {
+            managed_fields: Some(vec![Default::default()]),
+            annotations: Some(
+                [
+                    (
+                        "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                        "{}".to_string(),
+                    ),
+                    ("keep".to_string(), "me".to_string()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        prune_metadata(&mut meta);
+        assert!(meta.managed_fields.is_none());
+        assert_eq!(
+            meta.annotations.unwrap().keys().collect::<Vec<_>>(),
+            ["keep"]
+        );
+    }
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# The real local control plane, on 127.0.0.1 only:
+#   etcd -> kube-apiserver -> kube-controller-manager -> kube-scheduler -> kwok (+ fake nodes)
+#
+#   cluster.sh up      start (no-op when already up); prints nothing but progress
+#   cluster.sh down    stop every process this script started; leaves no process behind
+#   cluster.sh status  exit 0 when the cluster answers and every process is alive
+#   cluster.sh bin     print the directory holding kubectl & co (building them if needed)
+#
+# State lives under <repo>/.local: kubeconfig, pki/, logs/, run/ (pid files), etcd/.
+# Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+state=${KRUISE_LOCAL_DIR:-$root/.local}
+pki=$state/pki
+logs=$state/logs
+run=$state/run
+kubeconfig=$state/kubeconfig
+apiserver_port=${KRUISE_APISERVER_PORT:-16443}
+etcd_port=${KRUISE_ETCD_PORT:-12379}
+etcd_peer_port=$((etcd_port + 1))
+kcm_port=${KRUISE_KCM_PORT:-20257}
+scheduler_port=${KRUISE_SCHEDULER_PORT:-20259}
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+log() { echo "cluster: $*" >&2; }
+
+bin_dir() { "$here/build.sh"; }
+
+pid_alive() { # name
+  local f=$run/$1.pid
+  [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+all_alive() {
+  for c in "${components[@]}"; do pid_alive "$c" || return 1; done
+}
+
+kc() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+
+wait_for() { # description timeout-seconds command...
+  local what=$1 timeout=$2
+  shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "timed out after ${timeout}s waiting for $what; logs in $logs"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+start() { # name command...
+  local name=$1
+  shift
+  # setsid: the process outlives this script and holds none of its file descriptors.
+  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/$name.pid"
+}
+
+stop() {
+  local c
+  for ((i = ${#components[@]} - 1; i >= 0; i--)); do
+    c=${components[$i]}
+    if pid_alive "$c"; then
+      kill "$(cat "$run/$c.pid")" 2>/dev/null || true
+    fi
+  done
+  for c in "${components[@]}"; do
+    local f=$run/$c.pid
+    [ -f "$f" ] || continue
+    local pid
+    pid=$(cat "$f")
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+make_pki() {
+  [ -f "$pki/admin.crt" ] && return 0
+  log "creating certificates in $pki"
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+      -subj "/CN=kruise-rs-local-ca" 2>/dev/null
+    cat >apiserver.ext <<EOF
+subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+extendedKeyUsage=serverAuth
+EOF
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt \
+      -days 3650 -extfile apiserver.ext 2>/dev/null
+    echo "extendedKeyUsage=clientAuth" >client.ext
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=kruise-admin" 2>/dev/null
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt \
+      -days 3650 -extfile client.ext 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ./*.csr ./*.ext ./*.srl
+  )
+}
+
+write_kubeconfig() {
+  cat >"$kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kruise-local
+  cluster:
+    server: https://127.0.0.1:$apiserver_port
+    certificate-authority: $pki/ca.crt
+users:
+- name: kruise-admin
+  user:
+    client-certificate: $pki/admin.crt
+    client-key: $pki/admin.key
+contexts:
+- name: kruise-local
+  context:
+    cluster: kruise-local
+    user: kruise-admin
+current-context: kruise-local
+EOF
+  mv "$kubeconfig.tmp" "$kubeconfig"
+}
+
+nodes_ready() {
+  local ready
+  ready=$(kc get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True || true)
+  [ "$ready" -ge 4 ]
+}
+
+default_sa() { kc -n default get serviceaccount default; }
+
+up() {
+  bin=$(bin_dir | tail -n 1)
+  mkdir -p "$logs" "$run"
+  if all_alive && [ -f "$kubeconfig" ] && kc get --raw=/readyz >/dev/null 2>&1; then
+    log "already up (kubeconfig: $kubeconfig)"
+    return 0
+  fi
+  stop
+  make_pki
+  write_kubeconfig
+  local started=$SECONDS
+
+  # A fresh store every start: tests and demos begin from a clean cluster.
+  rm -rf "$state/etcd"
+  start etcd "$bin/etcd" --name kruise-local --data-dir "$state/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "kruise-local=http://127.0.0.1:$etcd_peer_port" \
+    --listen-metrics-urls "" --unsafe-no-fsync --log-level warn
+  wait_for "etcd" 30 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+  start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --authorization-mode Node,RBAC --service-cluster-ip-range 10.0.0.0/24 \
+    --allow-privileged=true --enable-priority-and-fairness=false \
+    --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
+    --event-ttl 30m --profiling=false --v=1
+  wait_for "kube-apiserver" 90 kc get --raw=/readyz
+
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials=false \
+    --controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 --profiling=false --v=1
+  start kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$scheduler_port" \
+    --kube-api-qps 200 --kube-api-burst 400 --profiling=false --v=1
+  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --node-lease-duration-seconds 40 --cidr 10.244.0.0/16 --node-ip 10.1.0.1 \
+    --config "$here/kwok-stages.yaml"
+
+  kc apply -f "$here/manifests/" >/dev/null
+  wait_for "4 Ready kwok nodes" 60 nodes_ready
+  wait_for "the default ServiceAccount (controller-manager up)" 60 default_sa
+  log "up in $((SECONDS - started))s: export KUBECONFIG=$kubeconfig"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down)
+    stop
+    log "down"
+    ;;
+  status)
+    bin=$(bin_dir | tail -n 1)
+    all_alive && kc get --raw=/readyz >/dev/null 2>&1
+    ;;
+  bin) bin_dir | tail -n 1 ;;
+  *)
+    echo "usage: $0 up|down|status|bin" >&2
+    exit 2
+    ;;
+esac
