@@ -189,6 +189,9 @@ up() {
 
   kc apply -f "$here/manifests/" >/dev/null
   wait_for "4 Ready kwok nodes" 60 nodes_ready
+  # The TaintNodesByCondition admission plugin marks new nodes not-ready; the node
+  # lifecycle controller (off here: kwok nodes have no kubelet to evict from) would lift it.
+  kc taint nodes -l type=kwok node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   wait_for "the default ServiceAccount (controller-manager up)" 60 default_sa
   log "up in $((SECONDS - started))s: export KUBECONFIG=$kubeconfig"
 }

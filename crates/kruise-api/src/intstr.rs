@@ -161,7 +161,7 @@ mod tests {
             let exact = f64::from(p) * f64::from(total) / 100.0;
             prop_assert!(f64::from(down) <= exact && exact <= f64::from(up));
             prop_assert!(up - down <= 1);
-            prop_assert_eq!(up == down, (u64::from(p) * total as u64) % 100 == 0);
+            prop_assert_eq!(up == down, (u64::from(p) * total as u64).is_multiple_of(100));
         }
 
         #[test]

@@ -33,7 +33,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         a::SidecarSet::crd(),
         a::UnitedDeployment::crd(),
         a::WorkloadSpread::crd(),
-        apps_v1beta1::StatefulSet::crd(),
+        apps_v1beta1::StatefulSet::crd_with_v1alpha1(),
         policy_v1alpha1::PodUnavailableBudget::crd(),
     ]
 }

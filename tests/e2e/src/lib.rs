@@ -1,1 +1,268 @@
-//! placeholder
+//! Harness for the end-to-end tests: one local cluster per run (reused when
+//! `.local/kubeconfig` answers, started otherwise), a fresh namespace per test, deleted
+//! when the test ends, and waits that fail with what was expected and what was seen.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Config};
+use tokio::sync::OnceCell;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+/// The directory holding kubectl and the other control-plane binaries.
+pub fn cluster_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new(repo_root().join("tests/cluster/cluster.sh"))
+            .arg("bin")
+            .output()
+            .expect("run tests/cluster/cluster.sh bin");
+        assert!(
+            out.status.success(),
+            "cluster.sh bin failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })
+    .clone()
+}
+
+pub fn kubeconfig_path() -> PathBuf {
+    // Tests run from the crate's directory: a relative KUBECONFIG is relative to the repo.
+    std::env::var_os("KUBECONFIG")
+        .map(|p| repo_root().join(p))
+        .unwrap_or_else(|| repo_root().join(".local/kubeconfig"))
+}
+
+/// Runs kubectl against the test cluster; returns (success, stdout, stderr).
+pub fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
+    let mut cmd = Command::new(cluster_bin().join("kubectl"));
+    cmd.arg("--kubeconfig").arg(kubeconfig_path()).args(args);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn kubectl");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+    } else {
+        drop(child.stdin.take());
+    }
+    let out = child.wait_with_output().expect("kubectl output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+static SETUP: OnceCell<()> = OnceCell::const_new();
+
+/// A client for the local cluster; starts the cluster and installs the CRDs on first use
+/// in this process. Each test gets its own client: a client lives on the runtime that
+/// made it, and every `#[tokio::test]` has its own runtime.
+pub async fn client() -> Client {
+    SETUP
+        .get_or_init(|| async {
+            ensure_cluster().await.expect("local cluster");
+            let client = Client::try_from(kube_config().await).expect("client");
+            install_crds(&client).await.expect("install CRDs");
+        })
+        .await;
+    Client::try_from(kube_config().await).expect("client")
+}
+
+/// The kube config of the local cluster.
+pub async fn kube_config() -> Config {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(kubeconfig_path()).expect("read kubeconfig");
+    Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kube config")
+}
+
+async fn ensure_cluster() -> anyhow::Result<()> {
+    let (ok, _, _) = kubectl(&["get", "--raw=/readyz"], None);
+    if ok {
+        return Ok(());
+    }
+    let status = tokio::task::spawn_blocking(|| {
+        Command::new(repo_root().join("tests/cluster/cluster.sh"))
+            .arg("up")
+            .status()
+    })
+    .await??;
+    if !status.success() {
+        bail!("tests/cluster/cluster.sh up failed");
+    }
+    Ok(())
+}
+
+/// Applies every CRD file of `deploy/crds/` (what users apply) and waits until each is
+/// Established.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = repo_root().join("deploy/crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
+        let name = crd.metadata.name.clone().expect("crd name");
+        api.patch(
+            &name,
+            &PatchParams::apply("kruise-e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("apply {}", path.display()))?;
+        names.push(name);
+    }
+    for name in names {
+        wait_for(
+            &format!("CRD {name} Established"),
+            Duration::from_secs(60),
+            || {
+                let api = api.clone();
+                let name = name.clone();
+                async move {
+                    let crd = api.get(&name).await.map_err(|e| e.to_string())?;
+                    let established = crd
+                        .status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True");
+                    if established {
+                        Ok(())
+                    } else {
+                        Err("not Established yet".to_string())
+                    }
+                }
+            },
+        )
+        .await;
+    }
+    Ok(())
+}
+
+/// A namespace for one test, deleted (without waiting) when dropped.
+pub struct TestNamespace {
+    pub name: String,
+    pub client: Client,
+}
+
+impl TestNamespace {
+    /// Creates `e2e-<prefix>-<random>` and waits for its default ServiceAccount.
+    pub async fn new(prefix: &str) -> Self {
+        let client = client().await;
+        let suffix: String = {
+            use rand::Rng;
+            let mut rng = rand::rng();
+            (0..5)
+                .map(|_| (b'a' + rng.random_range(0..26)) as char)
+                .collect()
+        };
+        let name = format!("e2e-{prefix}-{suffix}");
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &ns)
+            .await
+            .expect("create namespace");
+        let sa: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+        wait_for(
+            "the namespace's default ServiceAccount",
+            Duration::from_secs(60),
+            || {
+                let sa = sa.clone();
+                async move {
+                    sa.get("default")
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+            },
+        )
+        .await;
+        TestNamespace { name, client }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// `kubectl apply -n <ns> -f -` with the given YAML.
+    pub fn apply_yaml(&self, yaml: &str) -> Result<String, String> {
+        let (ok, out, err) = kubectl(&["apply", "-n", &self.name, "-f", "-"], Some(yaml));
+        if ok { Ok(out) } else { Err(err) }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        if std::env::var_os("KRUISE_E2E_KEEP").is_some() {
+            eprintln!("keeping namespace {}", self.name);
+            return;
+        }
+        let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"], None);
+    }
+}
+
+/// Polls `check` until it returns `Ok`, or panics after `timeout` with the description
+/// and the last thing `check` reported.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Deletes an object and ignores "not found".
+pub async fn delete_ignore_missing<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let _ = api.delete(name, &DeleteParams::default()).await;
+}

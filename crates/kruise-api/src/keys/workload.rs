@@ -56,3 +56,44 @@ pub const IMAGE_PREDOWNLOAD_IGNORED: &str = "apps.kruise.io/image-predownload-ig
 pub const CLONESET_CONDITION_FAILED_SCALE: &str = "FailedScale";
 pub const CLONESET_CONDITION_FAILED_UPDATE: &str = "FailedUpdate";
 pub const CLONESET_CONDITION_PROGRESSING: &str = "Progressing";
+
+// ---------------------------------------------------------------------------------------
+// Advanced StatefulSet and Advanced DaemonSet
+// ---------------------------------------------------------------------------------------
+
+/// Pod label: the Pod's own name, set by the StatefulSet controller (identity).
+pub const STATEFULSET_POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
+/// Pod label: the Pod's ordinal (gate PodIndexLabel).
+pub const POD_INDEX: &str = "apps.kubernetes.io/pod-index";
+/// StatefulSet condition types.
+pub const STATEFULSET_CONDITION_FAILED_CREATE_POD: &str = "FailedCreatePod";
+pub const STATEFULSET_CONDITION_FAILED_UPDATE_POD: &str = "FailedUpdatePod";
+/// Event source component of the Advanced StatefulSet controller.
+pub const STATEFULSET_CONTROLLER_NAME: &str = "statefulset-controller";
+
+/// Pod label: the DaemonSet template generation a Pod was created from (legacy matching).
+pub const POD_TEMPLATE_GENERATION: &str = "pod-template-generation";
+/// DaemonSet annotation: the template generation (legacy matching with `pod-template-generation`).
+pub const DEPRECATED_DAEMONSET_TEMPLATE_GENERATION: &str =
+    "deprecated.daemonset.template.generation";
+/// DaemonSet annotation: `"true"` makes `partition` also limit Pod creation.
+pub const DAEMONSET_PROGRESSIVE_CREATE_POD: &str = "daemonset.kruise.io/progressive-create-pod";
+/// Event source component of the Advanced DaemonSet controller.
+pub const DAEMONSET_CONTROLLER_NAME: &str = "daemonset-controller";
+/// DaemonSet event: a failed daemon Pod is being killed.
+pub const DAEMONSET_EVENT_FAILED_DAEMON_POD: &str = "FailedDaemonPod";
+/// DaemonSet event: the selector is empty.
+pub const DAEMONSET_EVENT_SELECTING_ALL: &str = "SelectingAll";
+/// DaemonSet event: an in-place update waits because too many Pods are unavailable.
+pub const DAEMONSET_EVENT_NUM_UNAVAILABLE: &str = "numUnavailable >= maxUnavailable";
+
+/// Workload event reasons for Pod creation/deletion/update.
+pub const EVENT_SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+pub const EVENT_FAILED_CREATE: &str = "FailedCreate";
+pub const EVENT_SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+pub const EVENT_FAILED_DELETE: &str = "FailedDelete";
+pub const EVENT_SUCCESSFUL_UPDATE: &str = "SuccessfulUpdate";
+pub const EVENT_FAILED_UPDATE: &str = "FailedUpdate";
+/// Workload event reasons of in-place updates (Advanced StatefulSet, Advanced DaemonSet).
+pub const EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
+pub const EVENT_FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs every controller binary of the workspace against the local cluster.
+#
+#   controllers.sh up      build, install CRDs, start each controller in the background,
+#                          wait until each reports ready on /readyz
+#   controllers.sh down    stop them
+#   controllers.sh list    print "<binary> <admin-port> <webhook-port>" per controller
+#
+# Logs: .local/logs/<binary>.log; pids: .local/run/<binary>.pid. Admin ports start at
+# 18080, webhook ports at 19443, one each per controller in the order of CONTROLLERS.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+state=${KRUISE_LOCAL_DIR:-$root/.local}
+logs=$state/logs
+run=$state/run
+kubeconfig=$state/kubeconfig
+profile_dir=${CARGO_TARGET_DIR:-$root/target}/debug
+
+# Every controller binary the workspace builds. A new controller is added here.
+read -r -a CONTROLLERS <<<"${KRUISE_CONTROLLERS:-$(grep -v '^#' "$here/controllers.txt" | tr '\n' ' ')}"
+
+log() { echo "controllers: $*" >&2; }
+
+list() {
+  local i=0
+  for c in "${CONTROLLERS[@]}"; do
+    echo "$c $((18080 + i)) $((19443 + i))"
+    i=$((i + 1))
+  done
+}
+
+stop() {
+  for c in "${CONTROLLERS[@]}"; do
+    local f=$run/$c.pid
+    [ -f "$f" ] || continue
+    local pid
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+up() {
+  local bin
+  bin=$("$here/cluster.sh" bin)
+  local kubectl="$bin/kubectl --kubeconfig $kubeconfig"
+  mkdir -p "$logs" "$run"
+  if [ ${#CONTROLLERS[@]} -gt 0 ]; then
+    log "building ${CONTROLLERS[*]}"
+    (cd "$root" && cargo build --quiet $(printf -- '--bin %s ' "${CONTROLLERS[@]}"))
+  fi
+  log "installing CRDs"
+  $kubectl apply --server-side --force-conflicts -f "$root/deploy/crds/" >/dev/null
+  $kubectl wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
+  $kubectl create namespace kruise-system --dry-run=client -o yaml | $kubectl apply -f - >/dev/null
+  stop
+  while read -r c admin webhook; do
+    KUBECONFIG=$kubeconfig \
+      KRUISE_ADMIN_ADDR=127.0.0.1:$admin \
+      KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
+      KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \
+      KRUISE_NAMESPACE=kruise-system \
+      RUST_LOG=${RUST_LOG:-info} \
+      setsid "$profile_dir/$c" >"$logs/$c.log" 2>&1 </dev/null &
+    echo $! >"$run/$c.pid"
+  done < <(list)
+  while read -r c admin _; do
+    local deadline=$((SECONDS + 60))
+    until curl -sf "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1; do
+      if ! kill -0 "$(cat "$run/$c.pid")" 2>/dev/null; then
+        log "$c exited; last log lines:"
+        tail -n 20 "$logs/$c.log" >&2
+        return 1
+      fi
+      if [ $SECONDS -ge $deadline ]; then
+        log "$c not ready after 60s: $(curl -s "http://127.0.0.1:$admin/readyz")"
+        return 1
+      fi
+      sleep 0.5
+    done
+    log "$c ready (admin http://127.0.0.1:$admin, log $logs/$c.log)"
+  done < <(list)
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) stop ;;
+  list) list ;;
+  *)
+    echo "usage: $0 up|down|list" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Makes sure the tools the build and tests need are present; installs what is missing.
+# Idempotent and quiet when everything is there.
+set -euo pipefail
+
+need() { command -v "$1" >/dev/null 2>&1; }
+
+if ! need cargo; then
+  echo "deps: Rust (cargo) is required: https://rustup.rs" >&2
+  exit 1
+fi
+if need rustup; then
+  for component in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
+  done
+fi
+if ! need go; then
+  echo "deps: Go is required to build the local control plane (tests/cluster)" >&2
+  exit 1
+fi
+missing=()
+for tool in openssl curl setsid; do need "$tool" || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  pkgs=()
+  for t in "${missing[@]}"; do
+    case $t in setsid) pkgs+=(util-linux) ;; *) pkgs+=("$t") ;; esac
+  done
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "${pkgs[@]}"
+fi

@@ -1,0 +1,3 @@
+//! End-to-end tests on the real local control plane. One binary, one module per area.
+
+mod smoke;

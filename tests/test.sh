@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# `make test`: lint, unit tests, then the e2e tests on the local cluster. The control
+# plane binaries (a Go build, ~15 min cold, cached afterwards) build in the background
+# while Rust compiles and the unit tests run.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+mkdir -p .local/logs
+started=$SECONDS
+
+tests/cluster/build.sh >.local/logs/cluster-build.log 2>&1 &
+build_pid=$!
+
+step() { echo "== $* ($((SECONDS - started))s)"; }
+
+step "lint"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "unit tests"
+cargo test --workspace --exclude kruise-e2e --quiet
+step "waiting for the control plane build"
+if ! wait "$build_pid"; then
+  echo "building the control plane failed:" >&2
+  tail -n 40 .local/logs/cluster-build.log >&2
+  exit 1
+fi
+step "local cluster"
+tests/cluster/cluster.sh up
+step "e2e tests"
+KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads="${E2E_THREADS:-6}"
+step "done"
