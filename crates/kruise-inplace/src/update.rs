@@ -1,0 +1,791 @@
+//! Starting, continuing and completing an in-place update on one Pod.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kruise_api::appspub::{
+    InPlaceUpdateContainerBatch, InPlaceUpdateContainerStatus, InPlaceUpdatePreCheckBeforeNext,
+    InPlaceUpdateState, RuntimeContainerMetaSet,
+};
+use kruise_api::keys;
+use serde_json::{Map, Value, json};
+
+use crate::diff::UpdateSpec;
+
+/// What to write to a Pod. The status patch (conditions) goes first: a Pod is marked
+/// not-ready before anything about it changes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodWrites {
+    /// Strategic-merge patch for `pods/status`.
+    pub status_patch: Option<Value>,
+    /// Strategic-merge patch for the Pod (metadata, container images), carrying the Pod's
+    /// resourceVersion so a write based on a stale cache fails instead of clobbering.
+    pub pod_patch: Option<Value>,
+    /// When the caller should look at this Pod again.
+    pub requeue_after: Option<Duration>,
+}
+
+impl PodWrites {
+    pub fn is_empty(&self) -> bool {
+        self.status_patch.is_none() && self.pod_patch.is_none()
+    }
+}
+
+/// The parsed `apps.kruise.io/inplace-update-state` annotation (or its legacy spelling).
+pub fn inplace_state(pod: &Pod) -> Option<InPlaceUpdateState> {
+    let annotations = pod.metadata.annotations.as_ref()?;
+    let raw = annotations
+        .get(keys::INPLACE_UPDATE_STATE)
+        .or_else(|| annotations.get(keys::INPLACE_UPDATE_STATE_LEGACY))?;
+    serde_json::from_str(raw).ok()
+}
+
+/// The update parked during a grace period, if any.
+pub fn pending_grace(pod: &Pod) -> Option<UpdateSpec> {
+    let annotations = pod.metadata.annotations.as_ref()?;
+    let raw = annotations
+        .get(keys::INPLACE_UPDATE_GRACE)
+        .or_else(|| annotations.get(keys::INPLACE_UPDATE_GRACE_LEGACY))?;
+    serde_json::from_str(raw).ok()
+}
+
+/// Launch priority of each container: `Ordered` gives container *i* priority −i; else the
+/// container's `KRUISE_CONTAINER_PRIORITY` env (0 when missing or not an integer).
+pub fn container_priorities(pod: &Pod) -> BTreeMap<String, i64> {
+    let ordered = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::CONTAINER_LAUNCH_PRIORITY))
+        .is_some_and(|v| v == keys::CONTAINER_LAUNCH_PRIORITY_ORDERED);
+    let containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+    containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let priority = if ordered {
+                -(i as i64)
+            } else {
+                c.env
+                    .iter()
+                    .flatten()
+                    .find(|e| e.name == keys::KRUISE_CONTAINER_PRIORITY)
+                    .and_then(|e| e.value.as_deref())
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .unwrap_or(0)
+            };
+            (c.name.clone(), priority)
+        })
+        .collect()
+}
+
+/// Splits changed containers into the batch to change now (highest priority) and the rest.
+fn first_batch(
+    pod: &Pod,
+    changed: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let priorities = container_priorities(pod);
+    let top = changed
+        .keys()
+        .map(|n| priorities.get(n).copied().unwrap_or(0))
+        .max();
+    changed
+        .iter()
+        .map(|(n, i)| (n.clone(), i.clone()))
+        .partition(|(n, _)| Some(priorities.get(n).copied().unwrap_or(0)) == top)
+}
+
+fn has_gate(pod: &Pod, condition: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.condition_type == condition))
+}
+
+fn condition_status(pod: &Pod, condition: &str) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == condition)
+        .map(|c| c.status.clone())
+}
+
+fn rfc3339(now: Timestamp) -> String {
+    now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn condition_patch(status: &str, reason: Option<&str>, now: Timestamp) -> Value {
+    let mut condition = json!({
+        "type": keys::INPLACE_UPDATE_READY,
+        "status": status,
+        "lastTransitionTime": rfc3339(now),
+    });
+    if let Some(reason) = reason {
+        condition["reason"] = json!(reason);
+    }
+    json!({"status": {"conditions": [condition]}})
+}
+
+fn image_id(pod: &Pod, container: &str) -> String {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container))
+        .map(|c| c.image_id.clone())
+        .unwrap_or_default()
+}
+
+/// Builds the Pod patch: metadata labels/annotations (`None` removes) and container images.
+fn pod_patch(
+    pod: &Pod,
+    labels: &BTreeMap<String, Option<String>>,
+    annotations: &BTreeMap<String, Option<String>>,
+    images: &BTreeMap<String, String>,
+) -> Value {
+    let to_map = |m: &BTreeMap<String, Option<String>>| -> Map<String, Value> {
+        m.iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.clone().map(Value::String).unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    };
+    let mut metadata = Map::new();
+    if let Some(rv) = &pod.metadata.resource_version {
+        metadata.insert("resourceVersion".into(), json!(rv));
+    }
+    if !labels.is_empty() {
+        metadata.insert("labels".into(), Value::Object(to_map(labels)));
+    }
+    if !annotations.is_empty() {
+        metadata.insert("annotations".into(), Value::Object(to_map(annotations)));
+    }
+    let mut patch = json!({ "metadata": metadata });
+    if !images.is_empty() {
+        let containers: Vec<Value> = images
+            .iter()
+            .map(|(n, i)| json!({"name": n, "image": i}))
+            .collect();
+        patch["spec"] = json!({ "containers": containers });
+    }
+    patch
+}
+
+/// The writes that start an in-place update of `pod` to `spec`.
+///
+/// `labels`/`annotations` are the caller's own changes that go in the same write
+/// (revision labels, lifecycle state). With `spec.grace_seconds > 0` the update is parked
+/// in the grace annotation and [`refresh`] applies it once the grace period is over.
+pub fn start_update(
+    pod: &Pod,
+    spec: &UpdateSpec,
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    now: Timestamp,
+) -> PodWrites {
+    let status_patch = has_gate(pod, keys::INPLACE_UPDATE_READY)
+        .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
+
+    let (batch, next) = first_batch(pod, &spec.container_images);
+    let mut touched: BTreeSet<String> = spec.container_images.keys().cloned().collect();
+    touched.extend(spec.container_ref_metadata.keys().cloned());
+    let state = InPlaceUpdateState {
+        revision: spec.revision.clone(),
+        update_timestamp: Time(now),
+        last_container_statuses: touched
+            .iter()
+            .map(|c| {
+                (
+                    c.clone(),
+                    InPlaceUpdateContainerStatus {
+                        image_id: image_id(pod, c),
+                    },
+                )
+            })
+            .collect(),
+        update_env_from_metadata: spec.update_env_from_metadata,
+        update_images: !spec.container_images.is_empty(),
+        update_resources: false,
+        next_container_images: next.clone(),
+        next_container_ref_metadata: BTreeMap::new(),
+        pre_check_before_next: (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
+            containers_required_ready: batch.keys().cloned().collect(),
+        }),
+        container_batches_record: if spec.grace_seconds > 0 || batch.is_empty() {
+            Vec::new()
+        } else {
+            vec![InPlaceUpdateContainerBatch {
+                timestamp: Time(now),
+                containers: batch.keys().cloned().collect(),
+            }]
+        },
+    };
+
+    let mut label_changes: BTreeMap<String, Option<String>> = labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let mut annotation_changes: BTreeMap<String, Option<String>> = annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    annotation_changes.insert(
+        keys::INPLACE_UPDATE_STATE.into(),
+        Some(serde_json::to_string(&state).expect("state serializes")),
+    );
+    let (images, requeue_after) = if spec.grace_seconds > 0 {
+        annotation_changes.insert(
+            keys::INPLACE_UPDATE_GRACE.into(),
+            Some(serde_json::to_string(spec).expect("spec serializes")),
+        );
+        (
+            BTreeMap::new(),
+            Some(Duration::from_secs(spec.grace_seconds as u64)),
+        )
+    } else {
+        for (k, v) in &spec.metadata.labels {
+            label_changes.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        for (k, v) in &spec.metadata.annotations {
+            annotation_changes
+                .entry(k.clone())
+                .or_insert_with(|| v.clone());
+        }
+        (batch, None)
+    };
+    PodWrites {
+        status_patch,
+        pod_patch: Some(pod_patch(pod, &label_changes, &annotation_changes, &images)),
+        requeue_after,
+    }
+}
+
+/// Whether the Pod's last in-place update is done: nothing parked, no batch waiting, and
+/// every changed container reports the new image (a new imageID, or the spec's image).
+pub fn is_update_completed(pod: &Pod) -> bool {
+    if pending_grace(pod).is_some() {
+        return false;
+    }
+    let Some(state) = inplace_state(pod) else {
+        return true;
+    };
+    if !state.next_container_images.is_empty() {
+        return false;
+    }
+    if state.update_env_from_metadata && !runtime_meta_reports_env(pod, &state) {
+        return false;
+    }
+    let spec_images: BTreeMap<&str, &str> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| Some((c.name.as_str(), c.image.as_deref()?)))
+        .collect();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    state.update_images.then_some(()).is_none()
+        || state.last_container_statuses.iter().all(|(name, last)| {
+            let Some(status) = statuses.and_then(|cs| cs.iter().find(|c| &c.name == name)) else {
+                return false;
+            };
+            if !last.image_id.is_empty() && status.image_id != last.image_id {
+                return true;
+            }
+            spec_images
+                .get(name.as_str())
+                .is_some_and(|spec| normalize_image(spec) == normalize_image(&status.image))
+        })
+}
+
+/// The node agent's runtime meta must show the containers restarted with env from metadata.
+fn runtime_meta_reports_env(pod: &Pod, state: &InPlaceUpdateState) -> bool {
+    let Some(raw) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::RUNTIME_CONTAINERS_META))
+    else {
+        return false;
+    };
+    let Ok(meta) = serde_json::from_str::<RuntimeContainerMetaSet>(raw) else {
+        return false;
+    };
+    state.last_container_statuses.keys().all(|name| {
+        meta.containers
+            .iter()
+            .any(|c| &c.name == name && c.hashes.extracted_env_from_metadata_hash != 0)
+    })
+}
+
+/// `nginx` and `nginx:latest` name the same image; digests and registries are compared as written.
+fn normalize_image(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if image.contains('@') || last.contains(':') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
+}
+
+/// What a reconcile should do for a Pod that may be mid-update.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RefreshAction {
+    pub writes: PodWrites,
+    /// The update (if any) is complete: lifecycle may move on.
+    pub completed: bool,
+}
+
+/// Continues an in-place update: applies a parked update once its grace period is over
+/// (or drops it if the Pod moved to another revision meanwhile), starts the next container
+/// batch once the previous one is ready, and sets `InPlaceUpdateReady` True when done (or
+/// when the condition is missing on a Pod that has the readiness gate).
+pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> RefreshAction {
+    if let Some(parked) = pending_grace(pod) {
+        let state = inplace_state(pod);
+        let mut annotations = BTreeMap::from([
+            (keys::INPLACE_UPDATE_GRACE.to_string(), None),
+            (keys::INPLACE_UPDATE_GRACE_LEGACY.to_string(), None),
+        ]);
+        let moved_on = revision_label.is_some_and(|r| !crate_same_revision(r, &parked.revision));
+        if moved_on {
+            return RefreshAction {
+                writes: PodWrites {
+                    pod_patch: Some(pod_patch(
+                        pod,
+                        &BTreeMap::new(),
+                        &annotations,
+                        &BTreeMap::new(),
+                    )),
+                    ..Default::default()
+                },
+                completed: false,
+            };
+        }
+        let started = state.as_ref().map(|s| s.update_timestamp.0).unwrap_or(now);
+        let due = started + jiff::SignedDuration::from_secs(i64::from(parked.grace_seconds));
+        if now < due {
+            let wait = due.duration_since(now).unsigned_abs();
+            return RefreshAction {
+                writes: PodWrites {
+                    requeue_after: Some(wait),
+                    ..Default::default()
+                },
+                completed: false,
+            };
+        }
+        let (batch, next) = first_batch(pod, &parked.container_images);
+        if let Some(mut state) = state {
+            state.next_container_images = next.clone();
+            state.pre_check_before_next =
+                (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
+                    containers_required_ready: batch.keys().cloned().collect(),
+                });
+            state.container_batches_record = vec![InPlaceUpdateContainerBatch {
+                timestamp: Time(now),
+                containers: batch.keys().cloned().collect(),
+            }];
+            annotations.insert(
+                keys::INPLACE_UPDATE_STATE.into(),
+                Some(serde_json::to_string(&state).expect("state")),
+            );
+        }
+        let mut labels = BTreeMap::new();
+        for (k, v) in &parked.metadata.labels {
+            labels.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &parked.metadata.annotations {
+            annotations.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        return RefreshAction {
+            writes: PodWrites {
+                pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch)),
+                ..Default::default()
+            },
+            completed: false,
+        };
+    }
+
+    if let Some(mut state) = inplace_state(pod)
+        && !state.next_container_images.is_empty()
+    {
+        let required = state
+            .pre_check_before_next
+            .as_ref()
+            .map(|p| p.containers_required_ready.clone())
+            .unwrap_or_default();
+        if !containers_ready_with_spec_images(pod, &required) {
+            return RefreshAction::default();
+        }
+        let remaining = std::mem::take(&mut state.next_container_images);
+        let (batch, next) = first_batch(pod, &remaining);
+        state.next_container_images = next.clone();
+        state.pre_check_before_next = (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
+            containers_required_ready: batch.keys().cloned().collect(),
+        });
+        state
+            .container_batches_record
+            .push(InPlaceUpdateContainerBatch {
+                timestamp: Time(now),
+                containers: batch.keys().cloned().collect(),
+            });
+        let annotations = BTreeMap::from([(
+            keys::INPLACE_UPDATE_STATE.to_string(),
+            Some(serde_json::to_string(&state).expect("state")),
+        )]);
+        return RefreshAction {
+            writes: PodWrites {
+                pod_patch: Some(pod_patch(pod, &BTreeMap::new(), &annotations, &batch)),
+                ..Default::default()
+            },
+            completed: false,
+        };
+    }
+
+    let completed = is_update_completed(pod);
+    let mut writes = PodWrites::default();
+    if has_gate(pod, keys::INPLACE_UPDATE_READY) && completed {
+        let status = condition_status(pod, keys::INPLACE_UPDATE_READY);
+        if status.as_deref() != Some("True") {
+            writes.status_patch = Some(condition_patch("True", None, now));
+        }
+    }
+    RefreshAction { writes, completed }
+}
+
+fn crate_same_revision(label: &str, revision: &str) -> bool {
+    let short = |s: &str| s.rsplit('-').next().unwrap_or(s).to_string();
+    short(label) == short(revision)
+}
+
+fn containers_ready_with_spec_images(pod: &Pod, names: &[String]) -> bool {
+    let spec = pod.spec.as_ref();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    names.iter().all(|name| {
+        let want = spec
+            .and_then(|s| s.containers.iter().find(|c| &c.name == name))
+            .and_then(|c| c.image.as_deref());
+        statuses
+            .and_then(|cs| cs.iter().find(|c| &c.name == name))
+            .is_some_and(|c| {
+                c.ready && want.is_some_and(|w| normalize_image(w) == normalize_image(&c.image))
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerStatus, PodCondition, PodReadinessGate, PodSpec, PodStatus,
+    };
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + s).unwrap()
+    }
+
+    fn pod(images: &[(&str, &str)]) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some("p".into());
+        p.metadata.resource_version = Some("42".into());
+        p.spec = Some(PodSpec {
+            containers: images
+                .iter()
+                .map(|(n, i)| Container {
+                    name: n.to_string(),
+                    image: Some(i.to_string()),
+                    ..Default::default()
+                })
+                .collect(),
+            readiness_gates: Some(vec![PodReadinessGate {
+                condition_type: keys::INPLACE_UPDATE_READY.into(),
+            }]),
+            ..Default::default()
+        });
+        p.status = Some(PodStatus {
+            container_statuses: Some(
+                images
+                    .iter()
+                    .map(|(n, i)| ContainerStatus {
+                        name: n.to_string(),
+                        image: i.to_string(),
+                        image_id: format!("{i}@sha256:1"),
+                        ready: true,
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            conditions: Some(vec![PodCondition {
+                type_: keys::INPLACE_UPDATE_READY.into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        p
+    }
+
+    /// Applies a pod patch roughly as the apiserver's strategic merge would (test helper).
+    fn apply(pod: &mut Pod, writes: &PodWrites) {
+        if let Some(patch) = &writes.pod_patch {
+            let meta = &mut pod.metadata;
+            for (field, target) in [
+                ("labels", &mut meta.labels),
+                ("annotations", &mut meta.annotations),
+            ] {
+                if let Some(m) = patch["metadata"][field].as_object() {
+                    let t = target.get_or_insert_with(Default::default);
+                    for (k, v) in m {
+                        match v.as_str() {
+                            Some(s) => {
+                                t.insert(k.clone(), s.into());
+                            }
+                            None => {
+                                t.remove(k);
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(cs) = patch["spec"]["containers"].as_array() {
+                for c in cs {
+                    let name = c["name"].as_str().unwrap();
+                    let spec = pod.spec.as_mut().unwrap();
+                    spec.containers
+                        .iter_mut()
+                        .find(|x| x.name == name)
+                        .unwrap()
+                        .image = c["image"].as_str().map(Into::into);
+                }
+            }
+        }
+    }
+
+    /// What the kubelet does: status follows spec images with new imageIDs.
+    fn kubelet(pod: &mut Pod) {
+        let spec: Vec<(String, String)> = pod
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .iter()
+            .map(|c| (c.name.clone(), c.image.clone().unwrap()))
+            .collect();
+        for cs in pod
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()
+        {
+            let image = &spec.iter().find(|(n, _)| *n == cs.name).unwrap().1;
+            if &cs.image != image {
+                cs.image = image.clone();
+                cs.image_id = format!("{image}@sha256:2");
+                cs.restart_count += 1;
+            }
+        }
+    }
+
+    fn spec(images: &[(&str, &str)], grace: i32) -> UpdateSpec {
+        UpdateSpec {
+            revision: "cs-new".into(),
+            container_images: images
+                .iter()
+                .map(|(n, i)| (n.to_string(), i.to_string()))
+                .collect(),
+            grace_seconds: grace,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plain_update_is_three_writes() {
+        let mut p = pod(&[("nginx", "nginx:alpine")]);
+        let labels = BTreeMap::from([(
+            keys::CONTROLLER_REVISION_HASH.to_string(),
+            "cs-new".to_string(),
+        )]);
+        let w = start_update(
+            &p,
+            &spec(&[("nginx", "nginx:1.7.9")], 0),
+            &labels,
+            &BTreeMap::new(),
+            t(0),
+        );
+        assert_eq!(
+            w.status_patch.as_ref().unwrap()["status"]["conditions"][0]["status"],
+            "False"
+        );
+        assert_eq!(
+            w.status_patch.as_ref().unwrap()["status"]["conditions"][0]["reason"],
+            "StartInPlaceUpdate"
+        );
+        let patch = w.pod_patch.clone().unwrap();
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["spec"]["containers"][0]["image"], "nginx:1.7.9");
+        let state: InPlaceUpdateState = serde_json::from_str(
+            patch["metadata"]["annotations"][keys::INPLACE_UPDATE_STATE]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            state.last_container_statuses["nginx"].image_id,
+            "nginx:alpine@sha256:1"
+        );
+        apply(&mut p, &w);
+        p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+        // Not done until the kubelet reports the new container.
+        let r = refresh(&p, Some("cs-new"), t(1));
+        assert!(!r.completed);
+        assert!(r.writes.is_empty());
+        kubelet(&mut p);
+        let r = refresh(&p, Some("cs-new"), t(2));
+        assert!(r.completed);
+        assert_eq!(
+            r.writes.status_patch.unwrap()["status"]["conditions"][0]["status"],
+            "True"
+        );
+        assert!(r.writes.pod_patch.is_none());
+    }
+
+    #[test]
+    fn grace_period_parks_the_update_then_applies_it() {
+        let mut p = pod(&[("nginx", "nginx:alpine")]);
+        let w = start_update(
+            &p,
+            &spec(&[("nginx", "nginx:1.7.9")], 10),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        assert!(
+            w.pod_patch.as_ref().unwrap().get("spec").is_none(),
+            "images untouched during grace"
+        );
+        assert_eq!(w.requeue_after, Some(Duration::from_secs(10)));
+        apply(&mut p, &w);
+        assert!(pending_grace(&p).is_some());
+        assert!(!is_update_completed(&p));
+        let r = refresh(&p, Some("cs-new"), t(4));
+        assert_eq!(r.writes.requeue_after, Some(Duration::from_secs(6)));
+        assert!(r.writes.pod_patch.is_none());
+        let r = refresh(&p, Some("cs-new"), t(10));
+        let patch = r.writes.pod_patch.clone().unwrap();
+        assert_eq!(patch["spec"]["containers"][0]["image"], "nginx:1.7.9");
+        assert!(patch["metadata"]["annotations"][keys::INPLACE_UPDATE_GRACE].is_null());
+        apply(&mut p, &r.writes);
+        assert!(pending_grace(&p).is_none());
+        kubelet(&mut p);
+        assert!(is_update_completed(&p));
+    }
+
+    #[test]
+    fn a_parked_update_is_dropped_when_the_pod_moved_to_another_revision() {
+        let mut p = pod(&[("nginx", "nginx:alpine")]);
+        let w = start_update(
+            &p,
+            &spec(&[("nginx", "nginx:1.7.9")], 10),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        apply(&mut p, &w);
+        let r = refresh(&p, Some("cs-other"), t(20));
+        let patch = r.writes.pod_patch.unwrap();
+        assert!(patch.get("spec").is_none());
+        assert!(patch["metadata"]["annotations"][keys::INPLACE_UPDATE_GRACE].is_null());
+    }
+
+    #[test]
+    fn launch_priority_updates_higher_priority_containers_first() {
+        let mut p = pod(&[("sidecar", "s:1"), ("main", "m:1")]);
+        p.metadata.annotations = Some(BTreeMap::from([(
+            keys::CONTAINER_LAUNCH_PRIORITY.into(),
+            "Ordered".into(),
+        )]));
+        let w = start_update(
+            &p,
+            &spec(&[("sidecar", "s:2"), ("main", "m:2")], 0),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        let cs = w.pod_patch.as_ref().unwrap()["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(cs.len(), 1);
+        assert_eq!(cs[0]["name"], "sidecar");
+        apply(&mut p, &w);
+        assert!(!is_update_completed(&p));
+        // Sidecar not yet running the new image: main waits.
+        assert!(refresh(&p, None, t(1)).writes.pod_patch.is_none());
+        kubelet(&mut p);
+        let r = refresh(&p, None, t(2));
+        assert_eq!(
+            r.writes.pod_patch.as_ref().unwrap()["spec"]["containers"][0]["name"],
+            "main"
+        );
+        apply(&mut p, &r.writes);
+        kubelet(&mut p);
+        assert!(is_update_completed(&p));
+    }
+
+    #[test]
+    fn same_image_id_completes_when_status_image_matches_spec() {
+        let mut p = pod(&[("c", "repo/app")]);
+        let w = start_update(
+            &p,
+            &spec(&[("c", "repo/app:v2")], 0),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        apply(&mut p, &w);
+        let cs = &mut p
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0];
+        cs.image = "repo/app:v2".into(); // same imageID as before
+        assert!(is_update_completed(&p));
+        assert_eq!(normalize_image("nginx"), "nginx:latest");
+        assert_eq!(
+            normalize_image("localhost:5000/nginx"),
+            "localhost:5000/nginx:latest"
+        );
+        assert_eq!(normalize_image("nginx@sha256:x"), "nginx@sha256:x");
+    }
+
+    #[test]
+    fn missing_condition_on_a_gated_pod_is_added_true() {
+        let mut p = pod(&[("c", "a")]);
+        p.status.as_mut().unwrap().conditions = None;
+        let r = refresh(&p, None, t(0));
+        assert!(r.completed);
+        assert_eq!(
+            r.writes.status_patch.unwrap()["status"]["conditions"][0]["status"],
+            "True"
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! Pod and PVC writes with the events and metrics every workload controller emits, and
+//! slow-start batched creation.
+
+use std::future::Future;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use kruise_runtime::{Events, Metrics};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::{Client, ResourceExt};
+
+use kruise_api::keys::{
+    EVENT_FAILED_CREATE as REASON_FAILED_CREATE, EVENT_FAILED_DELETE as REASON_FAILED_DELETE,
+    EVENT_SUCCESSFUL_CREATE as REASON_SUCCESSFUL_CREATE,
+    EVENT_SUCCESSFUL_DELETE as REASON_SUCCESSFUL_DELETE,
+};
+
+/// Creates and deletes a controller's Pods and PVCs, reporting each as an Event on the
+/// owner (`succeed to create pod cs-demo-jj2qk`) and in `kruise_pod_operations_total`.
+#[derive(Clone)]
+pub struct PodControl {
+    client: Client,
+    events: Events,
+    metrics: Metrics,
+    controller: String,
+}
+
+impl PodControl {
+    pub fn new(client: Client, events: Events, metrics: Metrics, controller: &str) -> Self {
+        PodControl {
+            client,
+            events,
+            metrics,
+            controller: controller.to_string(),
+        }
+    }
+
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    pub fn count(&self, operation: &str) {
+        self.metrics.pod_operation(&self.controller, operation);
+    }
+
+    pub async fn create_pod(&self, owner: &ObjectReference, pod: &Pod) -> Result<Pod, kube::Error> {
+        let ns = pod.namespace().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        match api.create(&PostParams::default(), pod).await {
+            Ok(created) => {
+                self.count("created");
+                self.events.normal(
+                    owner,
+                    REASON_SUCCESSFUL_CREATE,
+                    format!("succeed to create pod {}", pod.name_any()),
+                );
+                Ok(created)
+            }
+            Err(err) => {
+                let json = serde_json::to_string(pod).unwrap_or_default();
+                self.events.warning(
+                    owner,
+                    REASON_FAILED_CREATE,
+                    format!("failed to create pod: {err}, pod: {json}"),
+                );
+                Err(err)
+            }
+        }
+    }
+
+    /// Deletes a Pod, only if it is still the one we decided about (UID precondition).
+    pub async fn delete_pod(&self, owner: &ObjectReference, pod: &Pod) -> Result<(), kube::Error> {
+        let ns = pod.namespace().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let params = DeleteParams {
+            preconditions: pod.uid().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&pod.name_any(), &params).await {
+            Ok(_) => {
+                self.count("deleted");
+                self.events.normal(
+                    owner,
+                    REASON_SUCCESSFUL_DELETE,
+                    format!("succeed to delete pod {}", pod.name_any()),
+                );
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) => {
+                self.events.warning(
+                    owner,
+                    REASON_FAILED_DELETE,
+                    format!("failed to delete pod {}: {err}", pod.name_any()),
+                );
+                Err(err)
+            }
+        }
+    }
+
+    /// Creates a PVC; an existing one with the same name is fine (it is reused).
+    pub async fn create_pvc(
+        &self,
+        owner: &ObjectReference,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<(), kube::Error> {
+        let ns = pvc.namespace().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        match api.create(&PostParams::default(), pvc).await {
+            Ok(_) => {
+                self.count("pvc_created");
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(err) => {
+                let json = serde_json::to_string(pvc).unwrap_or_default();
+                self.events.warning(
+                    owner,
+                    REASON_FAILED_CREATE,
+                    format!("failed to create pvc: {err}, pvc: {json}"),
+                );
+                Err(err)
+            }
+        }
+    }
+
+    pub async fn delete_pvc(
+        &self,
+        owner: &ObjectReference,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<(), kube::Error> {
+        let ns = pvc.namespace().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        let params = DeleteParams {
+            preconditions: pvc.uid().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(&pvc.name_any(), &params).await {
+            Ok(_) => {
+                self.count("pvc_deleted");
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) => {
+                self.events.warning(
+                    owner,
+                    REASON_FAILED_DELETE,
+                    format!("failed to delete pvc {}: {err}", pvc.name_any()),
+                );
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Runs `f` over `items` in batches of 1, 2, 4, … (each batch concurrently), stopping
+/// after the first batch with a failure: a quota or admission error then costs one
+/// request, not hundreds. Returns how many succeeded and the errors of the last batch.
+pub async fn slow_start<T, E, F, Fut>(items: Vec<T>, f: F) -> (usize, Vec<E>)
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+{
+    let mut items = items.into_iter();
+    let mut batch = 1usize;
+    let mut succeeded = 0usize;
+    loop {
+        let chunk: Vec<T> = items.by_ref().take(batch).collect();
+        if chunk.is_empty() {
+            return (succeeded, Vec::new());
+        }
+        let results = join_all(chunk.into_iter().map(&f)).await;
+        let mut errors = Vec::new();
+        for r in results {
+            match r {
+                Ok(()) => succeeded += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return (succeeded, errors);
+        }
+        batch *= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn slow_start_doubles_batches_and_stops_at_the_first_failing_batch() {
+        let seen = Mutex::new(Vec::new());
+        let (ok, errs) = slow_start((0..20).collect(), |i: i32| {
+            seen.lock().unwrap().push(i);
+            async move { if i == 5 { Err("boom") } else { Ok(()) } }
+        })
+        .await;
+        // Batches: [0], [1,2], [3,4,5,6] -> stops after the batch containing 5.
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4, 5, 6]);
+        assert_eq!(ok, 6);
+        assert_eq!(errs, vec!["boom"]);
+    }
+
+    #[tokio::test]
+    async fn slow_start_runs_everything_when_all_succeed() {
+        let (ok, errs) = slow_start((0..10).collect(), |_: i32| async { Ok::<(), ()>(()) }).await;
+        assert_eq!((ok, errs.len()), (10, 0));
+        let (ok, errs) = slow_start(Vec::<i32>::new(), |_| async { Ok::<(), ()>(()) }).await;
+        assert_eq!((ok, errs.len()), (0, 0));
+    }
+}
