@@ -1,1 +1,28 @@
-//! (being written)
+//! Pod ranking shared by the workload controllers (CloneSet, Advanced StatefulSet,
+//! Advanced DaemonSet): which Pod to delete first, which to update first, and the
+//! `priorityStrategy` / `scatterStrategy` rules behind the update order.
+//!
+//! Everything here is pure: no client, no clock (callers pass `now`), no randomness.
+//! Every sort is total — it ends on the Pod's name — so the same Pods in any input
+//! order come out in the same order, which keeps plans reproducible and testable.
+//!
+//! - [`predicates`]: the basic facts (scheduled, phase, ready, available, cost, …).
+//! - [`deletion`]: scale-in order (spec CloneSet §4.5.7) with co-location ranks.
+//! - [`update`]: update order (spec CloneSet §4.6.6): default, priority, scatter,
+//!   `PreparingUpdate` first.
+//! - [`scatter`]: the scatter interleaving on its own.
+//! - [`selector`]: label-selector matching for weight terms.
+
+pub mod deletion;
+pub mod predicates;
+pub mod scatter;
+pub mod selector;
+pub mod update;
+
+pub use deletion::{DeletionContext, sort_for_deletion};
+pub use update::{
+    UpdateOrderContext, ordered_value, sort_for_update, sort_for_update_among, weight_of,
+};
+
+#[cfg(test)]
+mod tests;

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod metrics;
 pub mod settings;
 pub mod telemetry;
+pub mod webhook;
 
 use std::net::SocketAddr;
 
@@ -26,6 +27,7 @@ pub use gates::FeatureGates;
 pub use leader::Election;
 pub use metrics::Metrics;
 pub use settings::Settings;
+pub use webhook::WebhookServer;
 
 /// Errors of the shared runtime.
 #[derive(Debug, thiserror::Error)]

@@ -1,3 +1,4 @@
 //! End-to-end tests on the real local control plane. One binary, one module per area.
 
 mod smoke;
+mod webhook;

@@ -1,0 +1,3 @@
+//! The CloneSet controller.
+
+pub mod plan;

@@ -1,0 +1,246 @@
+//! The pure part of the CloneSet controller: given the CloneSet, its Pods, PVCs and
+//! revisions and the time, decide what to do. No client, no clock, no randomness (new
+//! instance ids come from the caller). Most tests live here.
+//!
+//! A reconcile runs [`scale::plan_scale`]; only if it changes nothing does
+//! [`update::plan_update`] run (spec 4.1.3): scaling and updating in the same round would
+//! act on counts the other just invalidated.
+
+pub mod diffs;
+pub mod pods;
+pub mod scale;
+pub mod status;
+pub mod update;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_api::apps_v1alpha1::CloneSet;
+use kruise_api::appspub::LifecycleState;
+use kruise_api::keys;
+use kruise_inplace::PodWrites;
+use kruise_lifecycle::Transition;
+use kruise_workload::revision::same_revision;
+
+/// Feature gates and flags that change the plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `CloneSetPartitionRollback`: raising partition moves Pods back to currentRevision.
+    pub partition_rollback: bool,
+    /// `CloneSetShortHash`: `controller-revision-hash` holds only the hash.
+    pub short_hash: bool,
+    /// `InPlaceUpdateEnvFromMetadata`.
+    pub env_from_metadata: bool,
+    /// `PreparingUpdateAsUpdate`: PreparingUpdate Pods count as updated when scaling.
+    pub preparing_update_as_update: bool,
+    /// Process-wide `cloneset-scaling-exclude-preparing-delete` flag.
+    pub exclude_preparing_delete: bool,
+}
+
+/// Everything the plan looks at.
+pub struct World<'a> {
+    pub cs: &'a CloneSet,
+    /// Active Pods owned by the CloneSet (not terminal, not being deleted).
+    pub pods: Vec<&'a Pod>,
+    /// PVCs owned by the CloneSet, not being deleted.
+    pub pvcs: Vec<&'a PersistentVolumeClaim>,
+    pub current_revision: &'a ControllerRevision,
+    pub update_revision: &'a ControllerRevision,
+    /// Every revision of the CloneSet (to find the one a Pod was created from).
+    pub revisions: Vec<&'a ControllerRevision>,
+    pub options: Options,
+    pub now: Timestamp,
+}
+
+impl World<'_> {
+    pub fn name(&self) -> &str {
+        self.cs.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn update_revision_name(&self) -> &str {
+        self.update_revision
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    pub fn current_revision_name(&self) -> &str {
+        self.current_revision
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    pub fn replicas(&self) -> i32 {
+        self.cs.spec.replicas.unwrap_or(1)
+    }
+
+    pub fn lifecycle(&self) -> Option<&kruise_api::appspub::Lifecycle> {
+        self.cs.spec.lifecycle.as_ref()
+    }
+
+    /// The revision a Pod was created from, by its `controller-revision-hash` label.
+    pub fn revision_of(&self, pod: &Pod) -> Option<&ControllerRevision> {
+        let label = revision_label(pod)?;
+        self.revisions
+            .iter()
+            .copied()
+            .find(|r| same_revision(label, r.metadata.name.as_deref().unwrap_or_default()))
+    }
+
+    pub fn is_update_revision(&self, pod: &Pod) -> bool {
+        revision_label(pod).is_some_and(|l| same_revision(l, self.update_revision_name()))
+    }
+
+    /// Specified for deletion: named in `podsToDelete` or labelled `apps.kruise.io/specified-delete`.
+    pub fn is_specified_delete(&self, pod: &Pod) -> bool {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        has_label(pod, keys::SPECIFIED_DELETE)
+            || self
+                .cs
+                .spec
+                .scale_strategy
+                .pods_to_delete
+                .iter()
+                .any(|n| n == name)
+    }
+
+    /// Spec 4.4 `available`: lifecycle empty or Normal, running, ready for
+    /// minReadySeconds, InPlaceUpdateReady (when present) True.
+    pub fn is_available(&self, pod: &Pod) -> bool {
+        self.is_available_after(pod, self.cs.spec.min_ready_seconds)
+    }
+
+    /// `available` with minReadySeconds 0.
+    pub fn is_ready(&self, pod: &Pod) -> bool {
+        self.is_available_after(pod, 0)
+    }
+
+    fn is_available_after(&self, pod: &Pod, min_ready_seconds: i32) -> bool {
+        match kruise_lifecycle::state(pod) {
+            None | Some(LifecycleState::Normal) => {}
+            Some(_) => return false,
+        }
+        inplace_ready(pod)
+            && kruise_ordering::predicates::is_available(pod, min_ready_seconds, self.now)
+    }
+}
+
+/// The Pod's `controller-revision-hash` label.
+pub fn revision_label(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(keys::CONTROLLER_REVISION_HASH)
+        .map(String::as_str)
+}
+
+pub fn has_label(pod: &Pod, key: &str) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(key))
+}
+
+pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// `InPlaceUpdateReady` is not False (a missing condition counts as ready).
+pub fn inplace_ready(pod: &Pod) -> bool {
+    kruise_ordering::predicates::condition(pod, keys::INPLACE_UPDATE_READY)
+        .is_none_or(|c| c.status != "False")
+}
+
+pub fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// One thing to do to the cluster.
+#[derive(Clone, Debug)]
+pub enum Action<'a> {
+    /// Create a Pod (from the named revision) and the PVCs it needs that do not exist.
+    Create {
+        pod: Box<Pod>,
+        pvcs: Vec<PersistentVolumeClaim>,
+        revision: String,
+    },
+    /// Delete a Pod and the PVCs sharing its instance id.
+    Delete {
+        pod: &'a Pod,
+        pvcs: Vec<&'a PersistentVolumeClaim>,
+    },
+    /// Move a Pod to another lifecycle state.
+    Lifecycle {
+        pod: &'a Pod,
+        transition: Transition,
+    },
+    /// Mark a Pod `apps.kruise.io/specified-delete: "true"` to recreate it at `revision`.
+    MarkRecreate { pod: &'a Pod, revision: String },
+    /// Start an in-place update to `revision`.
+    UpdateInPlace {
+        pod: &'a Pod,
+        writes: PodWrites,
+        revision: String,
+    },
+    /// Continue an in-place update or fix a condition/label.
+    Refresh { pod: &'a Pod, writes: PodWrites },
+}
+
+impl Action<'_> {
+    pub fn pod_name(&self) -> String {
+        match self {
+            Action::Create { pod, .. } => pod_name(pod).to_string(),
+            Action::Delete { pod, .. }
+            | Action::Lifecycle { pod, .. }
+            | Action::MarkRecreate { pod, .. }
+            | Action::UpdateInPlace { pod, .. }
+            | Action::Refresh { pod, .. } => pod_name(pod).to_string(),
+        }
+    }
+}
+
+/// A Warning event to emit on the CloneSet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one reconcile round does.
+#[derive(Clone, Debug, Default)]
+pub struct Plan<'a> {
+    pub actions: Vec<Action<'a>>,
+    pub warnings: Vec<Warning>,
+    /// Problems that stop a phase (shown as FailedScale/FailedUpdate conditions).
+    pub errors: Vec<String>,
+    pub requeue_after: Option<Duration>,
+}
+
+impl Plan<'_> {
+    pub fn changes_something(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    pub fn requeue(&mut self, after: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
+    }
+}
+
+/// Labels of a template as a map (empty when missing).
+pub fn template_labels(cs: &CloneSet) -> BTreeMap<String, String> {
+    cs.spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;

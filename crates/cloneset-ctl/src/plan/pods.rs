@@ -1,0 +1,285 @@
+//! Spec 4.3: building new Pods and their PVCs, and choosing instance ids.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
+    PodTemplateSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kruise_api::appspub::LifecycleState;
+use kruise_api::keys;
+use kruise_workload::revision;
+use kube::Resource;
+
+use super::{World, label};
+
+/// The owner reference every Pod, PVC and revision of the CloneSet carries.
+pub fn owner_reference(world: &World) -> OwnerReference {
+    world
+        .cs
+        .controller_owner_ref(&())
+        .expect("a CloneSet from the apiserver has a name and uid")
+}
+
+/// `<pvc template>-<cloneset>-<id>`.
+pub fn pvc_name(template: &str, cloneset: &str, id: &str) -> String {
+    format!("{template}-{cloneset}-{id}")
+}
+
+/// Instance ids for `n` new Pods: first ids of PVCs no active Pod uses (so a Pod deleted
+/// or evicted from outside gets its volume back), then fresh ones from `fresh`.
+pub fn instance_ids(
+    world: &World,
+    n: usize,
+    fresh: &mut dyn Iterator<Item = String>,
+) -> Vec<String> {
+    let pod_ids: BTreeSet<&str> = world
+        .pods
+        .iter()
+        .filter_map(|p| label(p, keys::CLONESET_INSTANCE_ID))
+        .collect();
+    let pvc_ids: BTreeSet<&str> = world
+        .pvcs
+        .iter()
+        .filter_map(|c| {
+            c.metadata
+                .labels
+                .as_ref()?
+                .get(keys::CLONESET_INSTANCE_ID)
+                .map(String::as_str)
+        })
+        .collect();
+    let mut ids: Vec<String> = if world.cs.spec.scale_strategy.disable_pvc_reuse {
+        Vec::new()
+    } else {
+        pvc_ids
+            .iter()
+            .filter(|id| !pod_ids.contains(*id))
+            .map(|s| s.to_string())
+            .take(n)
+            .collect()
+    };
+    while ids.len() < n {
+        let Some(id) = fresh.next() else { break };
+        if !pod_ids.contains(id.as_str()) && !pvc_ids.contains(id.as_str()) && !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// A new Pod with instance id `id` from `revision`, and the PVCs it needs that do not exist yet.
+pub fn new_pod(
+    world: &World,
+    revision_: &ControllerRevision,
+    id: &str,
+) -> Result<(Pod, Vec<PersistentVolumeClaim>), String> {
+    let revision_name = revision_.metadata.name.clone().unwrap_or_default();
+    let template: PodTemplateSpec = revision::template_of(revision_)
+        .ok_or_else(|| format!("revision {revision_name} has no template"))
+        .and_then(|t| {
+            serde_json::from_value(t).map_err(|e| format!("revision {revision_name}: {e}"))
+        })?;
+    let cs_name = world.name();
+    let namespace = world.cs.metadata.namespace.clone().unwrap_or_default();
+    let hash = revision::short_hash(&revision_name).to_string();
+    let template_meta = template.metadata.unwrap_or_default();
+
+    let mut labels = template_meta.labels.unwrap_or_default();
+    labels.insert(keys::CLONESET_INSTANCE_ID.into(), id.into());
+    labels.insert(
+        keys::CONTROLLER_REVISION_HASH.into(),
+        if world.options.short_hash {
+            hash.clone()
+        } else {
+            revision_name.clone()
+        },
+    );
+    labels.insert(keys::POD_TEMPLATE_HASH.into(), hash);
+
+    let mut spec = template.spec.unwrap_or_default();
+    let gates = spec.readiness_gates.get_or_insert_with(Vec::new);
+    for gate in [keys::INPLACE_UPDATE_READY, keys::KRUISE_POD_READY] {
+        if !gates.iter().any(|g| g.condition_type == gate) {
+            gates.push(PodReadinessGate {
+                condition_type: gate.into(),
+            });
+        }
+    }
+
+    let owner = owner_reference(world);
+    let existing: BTreeSet<&str> = world
+        .pvcs
+        .iter()
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    let mut pvcs = Vec::new();
+    for t in &world.cs.spec.volume_claim_templates {
+        let template_name = t.metadata.name.clone().unwrap_or_default();
+        let claim = pvc_name(&template_name, cs_name, id);
+        let volumes = spec.volumes.get_or_insert_with(Vec::new);
+        volumes.retain(|v| v.name != template_name);
+        volumes.push(Volume {
+            name: template_name.clone(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim.clone(),
+                read_only: None,
+            }),
+            ..Default::default()
+        });
+        if existing.contains(claim.as_str()) {
+            continue;
+        }
+        let mut pvc_labels = world
+            .cs
+            .spec
+            .selector
+            .match_labels
+            .clone()
+            .unwrap_or_default();
+        pvc_labels.insert(keys::CLONESET_INSTANCE_ID.into(), id.into());
+        pvcs.push(PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some(claim),
+                namespace: Some(namespace.clone()),
+                labels: Some(pvc_labels),
+                annotations: t.metadata.annotations.clone(),
+                owner_references: Some(vec![owner.clone()]),
+                ..Default::default()
+            },
+            spec: t.spec.clone(),
+            status: None,
+        });
+    }
+
+    let mut pod = Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("{cs_name}-{id}")),
+            namespace: Some(namespace),
+            labels: Some(labels),
+            annotations: template_meta.annotations,
+            finalizers: template_meta.finalizers,
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    };
+    kruise_lifecycle::set_state(&mut pod, LifecycleState::PreparingNormal, world.now);
+    Ok((pod, pvcs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn new_pods_carry_ids_revision_labels_gates_and_owner() {
+        let f = Fixture::new(1);
+        let world = f.world();
+        let (pod, pvcs) = new_pod(&world, world.update_revision, "abcde").unwrap();
+        assert_eq!(pod.metadata.name.as_deref(), Some("cs-abcde"));
+        let labels = pod.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[keys::CLONESET_INSTANCE_ID], "abcde");
+        assert_eq!(labels[keys::CONTROLLER_REVISION_HASH], "cs-new");
+        assert_eq!(labels[keys::POD_TEMPLATE_HASH], "new");
+        assert_eq!(labels[keys::LIFECYCLE_STATE], "PreparingNormal");
+        assert_eq!(labels["app"], "cs");
+        assert!(
+            pod.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(keys::LIFECYCLE_TIMESTAMP)
+        );
+        let gates: Vec<_> = pod
+            .spec
+            .as_ref()
+            .unwrap()
+            .readiness_gates
+            .iter()
+            .flatten()
+            .map(|g| g.condition_type.as_str())
+            .collect();
+        assert_eq!(gates, [keys::INPLACE_UPDATE_READY, keys::KRUISE_POD_READY]);
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("CloneSet", Some(true))
+        );
+        assert_eq!(
+            pod.spec.unwrap().containers[0].image.as_deref(),
+            Some("nginx:1.7.9")
+        );
+        assert!(pvcs.is_empty());
+    }
+
+    #[test]
+    fn short_hash_gate_writes_only_the_hash() {
+        let mut f = Fixture::new(1);
+        f.options.short_hash = true;
+        let world = f.world();
+        let (pod, _) = new_pod(&world, world.current_revision, "x").unwrap();
+        assert_eq!(
+            pod.metadata.labels.unwrap()[keys::CONTROLLER_REVISION_HASH],
+            "old"
+        );
+    }
+
+    fn with_pvc_template(f: &mut Fixture) {
+        f.cs.spec.volume_claim_templates = vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("data-vol".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+    }
+
+    #[test]
+    fn pvc_templates_give_each_pod_its_claim() {
+        let mut f = Fixture::new(1);
+        with_pvc_template(&mut f);
+        let world = f.world();
+        let (pod, pvcs) = new_pod(&world, world.update_revision, "abcde").unwrap();
+        assert_eq!(pvcs.len(), 1);
+        assert_eq!(pvcs[0].metadata.name.as_deref(), Some("data-vol-cs-abcde"));
+        assert_eq!(
+            pvcs[0].metadata.labels.as_ref().unwrap()[keys::CLONESET_INSTANCE_ID],
+            "abcde"
+        );
+        let volume = &pod.spec.unwrap().volumes.unwrap()[0];
+        assert_eq!(
+            volume.persistent_volume_claim.as_ref().unwrap().claim_name,
+            "data-vol-cs-abcde"
+        );
+    }
+
+    #[test]
+    fn ids_of_orphaned_pvcs_are_reused_first() {
+        let mut f = Fixture::new(3);
+        with_pvc_template(&mut f);
+        f.add_pods(1, Rev::Update, Ready::Yes);
+        let used = f.pods[0].metadata.labels.as_ref().unwrap()[keys::CLONESET_INSTANCE_ID].clone();
+        for id in [used.as_str(), "orphan"] {
+            f.pvcs.push(PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(pvc_name("data-vol", "cs", id)),
+                    labels: Some([(keys::CLONESET_INSTANCE_ID.to_string(), id.to_string())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            });
+        }
+        let world = f.world();
+        let got = instance_ids(&world, 2, &mut ids());
+        assert_eq!(got, ["orphan", "new00"]);
+        let (_, pvcs) = new_pod(&world, world.update_revision, "orphan").unwrap();
+        assert!(pvcs.is_empty(), "the orphaned PVC is reused, not recreated");
+        f.cs.spec.scale_strategy.disable_pvc_reuse = true;
+        assert_eq!(instance_ids(&f.world(), 1, &mut ids()), ["new00"]);
+    }
+}

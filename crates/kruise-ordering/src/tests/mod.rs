@@ -1,0 +1,5 @@
+//! Shared test support and the cross-module tests: seed scenarios and properties.
+
+pub(crate) mod pods;
+mod properties;
+mod scenarios;

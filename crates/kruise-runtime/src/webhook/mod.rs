@@ -1,0 +1,646 @@
+//! The admission webhook server every controller with admission shares.
+//!
+//! ```text
+//! let server = WebhookServer::start(&runtime, vec![
+//!     Route::new("/validate-cloneset", "validate-cloneset", webhook::typed(validate)),
+//!     Route::new("/mutate-pod", "inject-sidecar", webhook::typed(inject)).on_failure(OnFailure::Allow),
+//! ]).await?;
+//! server.register(vec![validating_configuration()], vec![mutating_configuration()]).await?;
+//! ```
+//!
+//! - **TLS**: axum on rustls (ring provider only) on `KRUISE_WEBHOOK_ADDR`; port 0 binds
+//!   any free port ([`WebhookServer::local_addr`]).
+//! - **Certificates**: a CA and a serving certificate generated with rcgen at start, or
+//!   `tls.crt`/`tls.key`/`ca.crt` from `KRUISE_WEBHOOK_CERT_DIR`. Rotated without a restart
+//!   (see [`Rotation`]): a new serving certificate is served from the next handshake on; a
+//!   new CA is first published in every registered configuration's caBundle (next to the
+//!   previous CA, so both certificates verify during the switch), and only then used.
+//! - **Registration**: [`WebhookServer::register`] server-side applies the configurations
+//!   (field manager = the controller's name), filling each webhook's clientConfig
+//!   (`KRUISE_WEBHOOK_URL` + path, or the Service of `KRUISE_WEBHOOK_SERVICE` + path) and
+//!   caBundle, and keeps them to re-apply after a CA rotation.
+//! - **Scope**: every webhook's namespaceSelector excludes kube-system and the controller's
+//!   own namespace (unless it already says something about `kubernetes.io/metadata.name`);
+//!   objectSelector and matchConditions are the controller's to set, so the apiserver skips
+//!   the call for objects that cannot match.
+//! - **Handlers** never take the process down and always answer: see [`OnFailure`].
+//! - **Metrics**: `kruise_webhook_request_duration_seconds{webhook,operation,decision}`
+//!   (decision = allowed, denied, patched, error) and
+//!   `kruise_webhook_errors_total{webhook,kind}` (kind = malformed, too_large, body,
+//!   decode, internal, panic, timeout).
+//! - **Readiness**: the check "webhook tls" is pending until the TLS listener serves.
+
+mod certs;
+mod register;
+mod review;
+mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
+use axum::routing::post;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::DynamicObject;
+pub use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use rustls::crypto::CryptoProvider;
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+
+pub use certs::Rotation;
+/// The json-patch crate `AdmissionResponse::with_patch` takes (same version as kube's).
+pub use json_patch;
+pub use register::NAMESPACE_NAME_LABEL;
+
+use crate::metrics::Metrics;
+use crate::{Error, Runtime};
+use certs::{Authority, Serving, SwapResolver};
+use register::{Endpoint, Fill, Registered};
+
+/// An admission handler: the request, decoded generically, to a response.
+///
+/// Build one with [`typed`] (object and oldObject decoded as `K`) or [`dynamic`]. An
+/// `Err` is answered as the route's [`OnFailure`] says.
+pub type Handler = Arc<
+    dyn Fn(
+            AdmissionRequest<DynamicObject>,
+        ) -> BoxFuture<'static, Result<AdmissionResponse, HandlerError>>
+        + Send
+        + Sync,
+>;
+
+/// Why a handler could not decide.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The object is not what the handler expects (wrong shape, missing field).
+    #[error("cannot decode {0}")]
+    Decode(String),
+    /// Anything else: a lookup failed, an invariant broke.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl HandlerError {
+    /// The `kind` label of `kruise_webhook_errors_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            HandlerError::Decode(_) => "decode",
+            HandlerError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// What a route answers when it cannot decide: a review that does not decode, a handler
+/// error, panic or timeout. Mirror the webhook's failurePolicy: `Deny` for `Fail`
+/// (a validating webhook guarding an invariant), `Allow` for `Ignore` (a best-effort
+/// mutation that must not block pod creation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFailure {
+    /// Deny, with a message naming the problem.
+    #[default]
+    Deny,
+    /// Allow unchanged, with a warning to the client and a log line.
+    Allow,
+}
+
+/// One webhook endpoint.
+pub struct Route {
+    /// The URL path, e.g. `/validate-cloneset`; webhook configurations name it.
+    pub path: &'static str,
+    /// The `webhook` label of the metrics.
+    pub name: &'static str,
+    pub handler: Handler,
+    pub on_failure: OnFailure,
+}
+
+impl Route {
+    /// A route that denies when it cannot decide.
+    pub fn new(path: &'static str, name: &'static str, handler: Handler) -> Self {
+        Route {
+            path,
+            name,
+            handler,
+            on_failure: OnFailure::Deny,
+        }
+    }
+
+    pub fn on_failure(mut self, on_failure: OnFailure) -> Self {
+        self.on_failure = on_failure;
+        self
+    }
+}
+
+/// A handler on the generic request (any kind; `object` as JSON).
+pub fn dynamic<F, Fut>(f: F) -> Handler
+where
+    F: Fn(AdmissionRequest<DynamicObject>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<AdmissionResponse, HandlerError>> + Send + 'static,
+{
+    Arc::new(move |request| f(request).boxed())
+}
+
+/// A handler on a typed request: `object` and `oldObject` are decoded as `K` first; an
+/// object that does not decode is a [`HandlerError::Decode`] naming the field and the
+/// problem, answered by the route's [`OnFailure`].
+pub fn typed<K, F, Fut>(f: F) -> Handler
+where
+    K: kube::Resource + DeserializeOwned + Send + 'static,
+    F: Fn(AdmissionRequest<K>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<AdmissionResponse, HandlerError>> + Send + 'static,
+{
+    let f = Arc::new(f);
+    Arc::new(move |request| {
+        let f = f.clone();
+        async move { f(decode::<K>(request)?).await }.boxed()
+    })
+}
+
+/// Decodes a generic request's objects as `K`.
+pub fn decode<K>(
+    request: AdmissionRequest<DynamicObject>,
+) -> Result<AdmissionRequest<K>, HandlerError>
+where
+    K: kube::Resource + DeserializeOwned,
+{
+    let kind = request.kind.kind.clone();
+    let convert = |object: Option<DynamicObject>, field: &str| {
+        object
+            .map(|object| {
+                serde_json::to_value(object)
+                    .and_then(serde_json::from_value::<K>)
+                    .map_err(|e| HandlerError::Decode(format!("{field} as {kind}: {e}")))
+            })
+            .transpose()
+    };
+    let object = convert(request.object, "object")?;
+    let old_object = convert(request.old_object, "oldObject")?;
+    Ok(AdmissionRequest {
+        types: request.types,
+        uid: request.uid,
+        kind: request.kind,
+        resource: request.resource,
+        sub_resource: request.sub_resource,
+        request_kind: request.request_kind,
+        request_resource: request.request_resource,
+        request_sub_resource: request.request_sub_resource,
+        name: request.name,
+        namespace: request.namespace,
+        operation: request.operation,
+        user_info: request.user_info,
+        object,
+        old_object,
+        dry_run: request.dry_run,
+        options: request.options,
+    })
+}
+
+/// Server options beyond the settings; the defaults are for production.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub rotation: Rotation,
+    /// Larger request bodies get HTTP 413. The apiserver caps objects at ~1.5 MiB in etcd,
+    /// but a review carries object and oldObject; 8 MiB leaves room without letting one
+    /// request pin much memory.
+    pub body_limit: usize,
+    /// A handler taking longer is answered by its [`OnFailure`]: just under the
+    /// apiserver's default `timeoutSeconds` (10), so our answer, not its timeout, decides.
+    pub handler_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            rotation: Rotation::default(),
+            body_limit: 8 << 20,
+            handler_timeout: Duration::from_secs(9),
+        }
+    }
+}
+
+enum Source {
+    Generated {
+        ca: Authority,
+        /// Earlier CAs, newest first, kept in the caBundle until they expire so a
+        /// certificate they signed keeps verifying; the newest also signs serving
+        /// certificates until the current CA has reached the apiservers.
+        previous: Vec<Authority>,
+    },
+    Files {
+        dir: PathBuf,
+        fingerprint: Vec<u8>,
+    },
+}
+
+struct CertState {
+    source: Source,
+    serving: Serving,
+    /// The caBundle (PEM, newest CA first); `None` when a cert dir has no `ca.crt`.
+    bundle: Option<String>,
+    /// When every registered configuration last got `bundle` (`None`: not yet;
+    /// the epoch: nothing to wait for).
+    applied_at: Option<SystemTime>,
+}
+
+struct Shared {
+    field_manager: String,
+    client: Client,
+    endpoint: Endpoint,
+    local_addr: SocketAddr,
+    paths: Vec<&'static str>,
+    excluded_namespaces: Vec<String>,
+    sans: Vec<String>,
+    rotation: Rotation,
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<SwapResolver>,
+    certs: Mutex<CertState>,
+    registered: Mutex<Registered>,
+    /// Serializes applies, so the last one to run carries the newest bundle.
+    apply_lock: tokio::sync::Mutex<()>,
+}
+
+/// The running webhook server. Cheap to clone; stops with the runtime's shutdown.
+#[derive(Clone)]
+pub struct WebhookServer {
+    shared: Arc<Shared>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // State behind these locks is replaced whole, never left half-written by a panic.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl WebhookServer {
+    /// [`WebhookServer::start_with`] the default [`Options`].
+    pub async fn start(runtime: &Runtime, routes: Vec<Route>) -> Result<Self, Error> {
+        Self::start_with(runtime, routes, Options::default()).await
+    }
+
+    /// Binds `KRUISE_WEBHOOK_ADDR` with TLS, serves `routes` until the runtime shuts down,
+    /// and keeps the certificates fresh. The readiness check "webhook tls" turns ready
+    /// once the listener serves.
+    pub async fn start_with(
+        runtime: &Runtime,
+        routes: Vec<Route>,
+        options: Options,
+    ) -> Result<Self, Error> {
+        let ready = runtime.readiness.register("webhook tls");
+        let settings = &runtime.settings;
+        let mut paths: Vec<&'static str> = Vec::new();
+        for route in &routes {
+            if !route.path.starts_with('/') || paths.contains(&route.path) {
+                return Err(Error::Webhook(format!(
+                    "route path {:?} must start with '/' and be unique",
+                    route.path
+                )));
+            }
+            paths.push(route.path);
+        }
+        if !(options.rotation.rotate_at > 0.0 && options.rotation.rotate_at <= 1.0) {
+            return Err(Error::Webhook(format!(
+                "rotate_at {} must be in (0, 1]",
+                options.rotation.rotate_at
+            )));
+        }
+
+        let tcp = TcpListener::bind(settings.webhook_addr)
+            .await
+            .map_err(|e| Error::Webhook(format!("listen on {}: {e}", settings.webhook_addr)))?;
+        let local_addr = tcp
+            .local_addr()
+            .map_err(|e| Error::Webhook(format!("webhook listener address: {e}")))?;
+        let endpoint = Endpoint::from_settings(settings, local_addr)?;
+        let sans = endpoint.sans();
+        let provider = certs::provider();
+        let now = SystemTime::now();
+        let state = match settings
+            .webhook_cert_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())
+        {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                let loaded = certs::load_dir(&dir, &provider, now)?;
+                CertState {
+                    source: Source::Files {
+                        dir,
+                        fingerprint: loaded.fingerprint,
+                    },
+                    serving: loaded.serving,
+                    bundle: loaded.ca_pem,
+                    applied_at: Some(SystemTime::UNIX_EPOCH),
+                }
+            }
+            None => {
+                let ca = Authority::generate(&runtime.name, &options.rotation, 1, now)?;
+                let serving = ca.issue(&sans, &options.rotation, &provider, now)?;
+                CertState {
+                    bundle: Some(ca.pem.clone()),
+                    source: Source::Generated {
+                        ca,
+                        previous: Vec::new(),
+                    },
+                    serving,
+                    applied_at: Some(SystemTime::UNIX_EPOCH),
+                }
+            }
+        };
+        let resolver = Arc::new(SwapResolver::new(state.serving.certified.clone()));
+        let tls_config = certs::server_config(provider.clone(), resolver.clone())?;
+        let listener = tls::TlsListener::new(tcp, Arc::new(tls_config), runtime.shutdown.clone())
+            .map_err(|e| Error::Webhook(format!("webhook listener: {e}")))?;
+
+        let mut excluded_namespaces = vec!["kube-system".to_string()];
+        if !settings.namespace.is_empty() && settings.namespace != "kube-system" {
+            excluded_namespaces.push(settings.namespace.clone());
+        }
+        let shared = Arc::new(Shared {
+            field_manager: runtime.name.clone(),
+            client: runtime.client.clone(),
+            endpoint,
+            local_addr,
+            paths,
+            excluded_namespaces,
+            sans,
+            rotation: options.rotation.clone(),
+            provider,
+            resolver,
+            certs: Mutex::new(state),
+            registered: Mutex::new(Registered::default()),
+            apply_lock: tokio::sync::Mutex::new(()),
+        });
+
+        let app = router(routes, &runtime.metrics, &options);
+        let shutdown = runtime.shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+            if let Err(err) = served {
+                tracing::error!(%err, "webhook server stopped");
+            }
+        });
+        let rotating = shared.clone();
+        let shutdown = runtime.shutdown.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(rotating.rotation.check_interval);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await; // the first tick is immediate; the certificates are new
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = every.tick() => rotating.check(SystemTime::now()).await,
+                }
+            }
+        });
+        ready.set_ready();
+        tracing::info!(addr = %local_addr, url = ?shared.url(), "webhook server serving");
+        Ok(WebhookServer { shared })
+    }
+
+    /// Where the server listens (the real port when `KRUISE_WEBHOOK_ADDR` had port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The base URL the apiserver calls, when `KRUISE_WEBHOOK_URL` is set (with the bound
+    /// port substituted for port 0).
+    pub fn url(&self) -> Option<String> {
+        self.shared.url()
+    }
+
+    /// The caBundle PEM (newest CA first), if this process knows one.
+    pub fn ca_pem(&self) -> Option<String> {
+        lock(&self.shared.certs).bundle.clone()
+    }
+
+    /// The DER of the serving certificate handshakes get now.
+    pub fn serving_cert_der(&self) -> Vec<u8> {
+        self.shared.resolver.current().cert[0].to_vec()
+    }
+
+    /// The clientConfig the apiserver needs to call `path` (with the current caBundle).
+    pub fn client_config(&self, path: &str) -> Result<WebhookClientConfig, Error> {
+        let bundle = self.ca_pem();
+        self.shared.endpoint.client_config(path, bundle.as_deref())
+    }
+
+    /// Server-side applies the configurations. Each webhook names its route path in
+    /// `clientConfig.service.path` or `clientConfig.url` (e.g. `"/validate-cloneset"`);
+    /// the path must be one of this server's routes. Filled in: clientConfig (URL or
+    /// Service) and caBundle, the namespace exclusions, `sideEffects: None` and
+    /// `admissionReviewVersions: [v1]` where unset. The configurations are kept and
+    /// re-applied after every CA rotation; if this apply fails it is also retried at
+    /// every certificate check until it succeeds.
+    pub async fn register(
+        &self,
+        validating: Vec<ValidatingWebhookConfiguration>,
+        mutating: Vec<MutatingWebhookConfiguration>,
+    ) -> Result<(), Error> {
+        // Check every template before keeping any: a typo fails the caller at start.
+        {
+            let bundle = self.ca_pem();
+            let fill = self.shared.fill(bundle.as_deref());
+            for mut config in validating.clone() {
+                fill.validating(&mut config)?;
+            }
+            for mut config in mutating.clone() {
+                fill.mutating(&mut config)?;
+            }
+        }
+        {
+            let mut registered = lock(&self.shared.registered);
+            for config in validating {
+                let name = config.metadata.name.clone().unwrap_or_default();
+                registered.validating.insert(name, config);
+            }
+            for config in mutating {
+                let name = config.metadata.name.clone().unwrap_or_default();
+                registered.mutating.insert(name, config);
+            }
+        }
+        lock(&self.shared.certs).applied_at = None;
+        self.shared.apply_all().await
+    }
+}
+
+fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
+    let mut app = Router::new();
+    for route in routes {
+        let ctx = Arc::new(review::RouteCtx {
+            name: route.name,
+            handler: route.handler,
+            on_failure: route.on_failure,
+            timeout: options.handler_timeout,
+            metrics: metrics.clone(),
+        });
+        app = app.route(
+            route.path,
+            post(move |body: Result<Bytes, BytesRejection>| review::handle(ctx.clone(), body)),
+        );
+    }
+    app.layer(DefaultBodyLimit::max(options.body_limit))
+}
+
+impl Shared {
+    fn url(&self) -> Option<String> {
+        match &self.endpoint {
+            Endpoint::Url { base, .. } => Some(base.clone()),
+            _ => None,
+        }
+    }
+
+    fn fill<'a>(&'a self, bundle: Option<&'a str>) -> Fill<'a> {
+        Fill {
+            endpoint: &self.endpoint,
+            ca_bundle: bundle,
+            paths: &self.paths,
+            excluded_namespaces: &self.excluded_namespaces,
+        }
+    }
+
+    /// Applies every registered configuration with the current bundle; marks the bundle
+    /// applied if no rotation happened meanwhile.
+    async fn apply_all(&self) -> Result<(), Error> {
+        let _one_at_a_time = self.apply_lock.lock().await;
+        let bundle = lock(&self.certs).bundle.clone();
+        let registered = lock(&self.registered).clone();
+        let nothing_registered = registered.validating.is_empty() && registered.mutating.is_empty();
+        let fill = self.fill(bundle.as_deref());
+        let params = PatchParams::apply(&self.field_manager).force();
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        for mut config in registered.validating.into_values() {
+            let name = fill.validating(&mut config)?;
+            validating
+                .patch(&name, &params, &Patch::Apply(&config))
+                .await?;
+        }
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        for mut config in registered.mutating.into_values() {
+            let name = fill.mutating(&mut config)?;
+            mutating
+                .patch(&name, &params, &Patch::Apply(&config))
+                .await?;
+        }
+        let mut certs = lock(&self.certs);
+        if certs.bundle == bundle {
+            certs.applied_at = Some(if nothing_registered {
+                SystemTime::UNIX_EPOCH
+            } else {
+                SystemTime::now()
+            });
+        }
+        Ok(())
+    }
+
+    /// One certificate check: rotate the CA (or reload the cert dir), publish the bundle,
+    /// then rotate the serving certificate.
+    async fn check(&self, now: SystemTime) {
+        if let Err(err) = self.rotate_source(now) {
+            tracing::error!(%err, "webhook certificate check failed; serving the current one");
+        }
+        if lock(&self.certs).applied_at.is_none() {
+            match self.apply_all().await {
+                Ok(()) => tracing::info!("webhook configurations carry the current caBundle"),
+                Err(err) => tracing::warn!(%err, "cannot apply webhook configurations; will retry"),
+            }
+        }
+        if let Err(err) = self.rotate_serving(now) {
+            tracing::error!(%err, "webhook serving certificate rotation failed; serving the current one");
+        }
+    }
+
+    fn rotate_source(&self, now: SystemTime) -> Result<(), Error> {
+        let mut guard = lock(&self.certs);
+        let state = &mut *guard;
+        match &mut state.source {
+            Source::Generated { ca, previous } => {
+                if !self.rotation.due(ca.issued, ca.expires, now) {
+                    return Ok(());
+                }
+                let next = Authority::generate(
+                    &self.field_manager,
+                    &self.rotation,
+                    ca.generation + 1,
+                    now,
+                )?;
+                let old = std::mem::replace(ca, next);
+                previous.insert(0, old);
+                previous.retain(|p| p.expires > now);
+                let bundle: String = std::iter::once(ca.pem.as_str())
+                    .chain(previous.iter().map(|p| p.pem.as_str()))
+                    .collect();
+                tracing::info!(
+                    generation = ca.generation,
+                    trusted = previous.len() + 1,
+                    "webhook CA rotated"
+                );
+                state.bundle = Some(bundle);
+                state.applied_at = None;
+            }
+            Source::Files { dir, fingerprint } => {
+                let parts = certs::read_dir_bytes(dir)?;
+                if certs::fingerprint(&parts) == *fingerprint {
+                    return Ok(());
+                }
+                let loaded = certs::load_dir(dir, &self.provider, now)?;
+                *fingerprint = loaded.fingerprint;
+                self.resolver.swap(loaded.serving.certified.clone());
+                state.serving = loaded.serving;
+                if state.bundle != loaded.ca_pem {
+                    state.bundle = loaded.ca_pem;
+                    state.applied_at = None;
+                }
+                tracing::info!(dir = %dir.display(), "webhook certificates reloaded");
+            }
+        }
+        Ok(())
+    }
+
+    fn rotate_serving(&self, now: SystemTime) -> Result<(), Error> {
+        let mut guard = lock(&self.certs);
+        let state = &mut *guard;
+        let Source::Generated { ca, previous } = &state.source else {
+            return Ok(());
+        };
+        // Apiservers learn a new caBundle through a watch, a moment after our apply: a
+        // certificate from the new CA is served only once that moment has passed. Until
+        // then the newest previous CA (still valid, and still in the bundle) signs.
+        let propagated = state
+            .applied_at
+            .is_some_and(|at| now >= at + self.rotation.propagation);
+        let signer = match previous.first() {
+            Some(prev) if !propagated && prev.expires > now => prev,
+            _ => ca,
+        };
+        let due = self
+            .rotation
+            .due(state.serving.issued, state.serving.expires, now);
+        let follow_ca = propagated && state.serving.ca_generation != ca.generation;
+        if !(due || follow_ca) {
+            return Ok(());
+        }
+        let next = signer.issue(&self.sans, &self.rotation, &self.provider, now)?;
+        self.resolver.swap(next.certified.clone());
+        tracing::info!(
+            ca_generation = next.ca_generation,
+            "webhook serving certificate rotated"
+        );
+        state.serving = next;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
