@@ -52,11 +52,16 @@ impl Events {
     }
 
     fn send(&self, type_: EventType, regarding: &ObjectReference, reason: &str, note: String) {
+        // kube's recorder folds events with the same (type, reason, action, object) into
+        // one series. Upstream (client-go) folds only identical messages, so `kubectl
+        // describe` lists "succeed to create pod a", "… b", "… c" separately but shows a
+        // repeated "limit: 0" once with a count. The message as the action gives the same.
+        let action: String = note.chars().take(128).collect();
         let event = Event {
             type_,
             reason: reason.to_string(),
             note: Some(note),
-            action: reason.to_string(),
+            action,
             secondary: None,
         };
         if self.tx.try_send((event, regarding.clone())).is_err() {

@@ -31,6 +31,8 @@ pub struct Settings {
     pub lease_duration_seconds: u64,
     /// `KRUISE_NAMESPACE`: where the Lease lives (the controller's own namespace).
     pub namespace: String,
+    /// `KRUISE_WATCH_NAMESPACE`: only watch and act in this namespace (unset = all).
+    pub watch_namespace: Option<String>,
     /// `KRUISE_FEATURE_GATES`: `Name=true,Other=false`.
     pub feature_gates: String,
     /// `KRUISE_LOG_FORMAT`: `text` or `json`.
@@ -65,6 +67,7 @@ impl Default for Settings {
             leader_elect: true,
             lease_duration_seconds: 15,
             namespace: "kruise-system".into(),
+            watch_namespace: None,
             feature_gates: String::new(),
             log_format: LogFormat::Text,
             webhook_addr: ([0, 0, 0, 0], 9443).into(),

@@ -30,10 +30,10 @@ pub enum Expected {
 
 /// What the cache currently says about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Observed<'a> {
+pub enum Observed {
     Absent,
-    Terminating { resource_version: &'a str },
-    Present { resource_version: &'a str },
+    Terminating { resource_version: String },
+    Present { resource_version: String },
 }
 
 /// Pending expectations per owner UID; cheap to clone, shared by a controller's workers.
@@ -65,7 +65,7 @@ impl Expectations {
         &self,
         owner_uid: &str,
         now: Timestamp,
-        observe: impl Fn(&str) -> Observed<'_>,
+        observe: impl Fn(&str) -> Observed,
     ) -> Vec<Expected> {
         let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let mut all = self.inner.lock().expect("expectations lock");
@@ -86,7 +86,7 @@ impl Expectations {
                     }
                     | Observed::Present {
                         resource_version: seen,
-                    } => resource_version_at_least(seen, resource_version),
+                    } => resource_version_at_least(&seen, resource_version),
                 },
             };
             let timed_out = now.duration_since(*since).unsigned_abs() >= timeout;
@@ -104,6 +104,17 @@ impl Expectations {
             all.remove(owner_uid);
         }
         pending
+    }
+
+    /// Drops one expectation (the action failed, so the cache will never show it).
+    pub fn forget_one(&self, owner_uid: &str, what: &Expected) {
+        let mut all = self.inner.lock().expect("expectations lock");
+        if let Some(owner) = all.get_mut(owner_uid) {
+            owner.remove(what);
+            if owner.is_empty() {
+                all.remove(owner_uid);
+            }
+        }
     }
 
     /// Forgets an owner (it was deleted).
@@ -140,7 +151,7 @@ mod tests {
         let pending = e.pending("u", t(1), |n| {
             if n == "p1" {
                 Observed::Present {
-                    resource_version: "5",
+                    resource_version: "5".into(),
                 }
             } else {
                 Observed::Absent
@@ -149,7 +160,7 @@ mod tests {
         assert_eq!(pending, vec![Expected::Created("p2".into())]);
         assert!(
             e.pending("u", t(2), |_| Observed::Present {
-                resource_version: "6"
+                resource_version: "6".into()
             })
             .is_empty()
         );
@@ -162,14 +173,14 @@ mod tests {
         e.expect("u", Expected::Deleted("p1".into()), t(0));
         assert_eq!(
             e.pending("u", t(1), |_| Observed::Present {
-                resource_version: "1"
+                resource_version: "1".into()
             })
             .len(),
             1
         );
         assert!(
             e.pending("u", t(1), |_| Observed::Terminating {
-                resource_version: "2"
+                resource_version: "2".into()
             })
             .is_empty()
         );
@@ -188,14 +199,14 @@ mod tests {
         );
         assert_eq!(
             e.pending("u", t(1), |_| Observed::Present {
-                resource_version: "99"
+                resource_version: "99".into()
             })
             .len(),
             1
         );
         assert!(
             e.pending("u", t(1), |_| Observed::Present {
-                resource_version: "101"
+                resource_version: "101".into()
             })
             .is_empty()
         );

@@ -266,3 +266,79 @@ where
 {
     let _ = api.delete(name, &DeleteParams::default()).await;
 }
+
+/// A controller running in this test process, scoped to one namespace; stopped on drop.
+pub struct RunningController {
+    pub runtime: kruise_runtime::Runtime,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningController {
+    /// Starts `run` with a [`kruise_runtime::Runtime`] watching only `namespace`, leader
+    /// election off, the admin server on an ephemeral port, and waits until it is ready.
+    pub async fn start<F, Fut>(name: &str, namespace: &str, gates: &str, run: F) -> Self
+    where
+        F: FnOnce(kruise_runtime::Runtime) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let settings = kruise_runtime::Settings {
+            admin_addr: ([127, 0, 0, 1], 0).into(),
+            webhook_addr: ([127, 0, 0, 1], 0).into(),
+            leader_elect: false,
+            watch_namespace: Some(namespace.to_string()),
+            feature_gates: gates.to_string(),
+            ..Default::default()
+        };
+        let runtime = kruise_runtime::Runtime::new(name, settings, kube_config().await)
+            .await
+            .expect("runtime");
+        let fut = run(runtime.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = fut.await {
+                eprintln!("controller stopped with an error: {e:#}");
+            }
+        });
+        let readiness = runtime.readiness.clone();
+        wait_for(
+            "the controller to report ready",
+            Duration::from_secs(60),
+            || {
+                let readiness = readiness.clone();
+                async move {
+                    if readiness.is_ready() {
+                        Ok(())
+                    } else {
+                        Err(format!("pending: {:?}", readiness.pending()))
+                    }
+                }
+            },
+        )
+        .await;
+        RunningController {
+            runtime,
+            task: Some(task),
+        }
+    }
+
+    /// Stops the controller and waits for it to end.
+    pub async fn stop(mut self) {
+        self.runtime.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+
+    /// The controller's `/metrics` text.
+    pub fn metrics(&self) -> String {
+        self.runtime.metrics.render()
+    }
+}
+
+impl Drop for RunningController {
+    fn drop(&mut self) {
+        self.runtime.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

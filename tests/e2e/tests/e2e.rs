@@ -1,4 +1,5 @@
 //! End-to-end tests on the real local control plane. One binary, one module per area.
 
+mod cloneset;
 mod smoke;
 mod webhook;

@@ -17,9 +17,11 @@ use super::{World, label};
 
 /// The owner reference every Pod, PVC and revision of the CloneSet carries.
 pub fn owner_reference(world: &World) -> OwnerReference {
-    world
-        .cs
-        .controller_owner_ref(&())
+    owner_reference_of(world.cs)
+}
+
+pub fn owner_reference_of(cs: &kruise_api::apps_v1alpha1::CloneSet) -> OwnerReference {
+    cs.controller_owner_ref(&())
         .expect("a CloneSet from the apiserver has a name and uid")
 }
 

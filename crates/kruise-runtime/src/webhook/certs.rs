@@ -218,8 +218,15 @@ pub(crate) const CERT_FILE: &str = "tls.crt";
 pub(crate) const KEY_FILE: &str = "tls.key";
 pub(crate) const CA_FILE: &str = "ca.crt";
 
+/// The raw contents of a cert dir.
+pub(crate) struct DirBytes {
+    cert: Vec<u8>,
+    key: Vec<u8>,
+    ca: Option<Vec<u8>>,
+}
+
 /// Reads the raw bytes of the cert dir (for change detection).
-pub(crate) fn read_dir_bytes(dir: &Path) -> Result<(Vec<u8>, Vec<u8>, Option<Vec<u8>>), Error> {
+pub(crate) fn read_dir_bytes(dir: &Path) -> Result<DirBytes, Error> {
     let read = |file: &str| {
         let path: PathBuf = dir.join(file);
         std::fs::read(&path).map_err(|e| cert_error(&format!("read {}", path.display()), e))
@@ -236,15 +243,15 @@ pub(crate) fn read_dir_bytes(dir: &Path) -> Result<(Vec<u8>, Vec<u8>, Option<Vec
             ));
         }
     };
-    Ok((cert, key, ca))
+    Ok(DirBytes { cert, key, ca })
 }
 
-pub(crate) fn fingerprint(parts: &(Vec<u8>, Vec<u8>, Option<Vec<u8>>)) -> Vec<u8> {
-    let mut all = parts.0.clone();
+pub(crate) fn fingerprint(parts: &DirBytes) -> Vec<u8> {
+    let mut all = parts.cert.clone();
     all.push(0);
-    all.extend_from_slice(&parts.1);
+    all.extend_from_slice(&parts.key);
     all.push(0);
-    all.extend_from_slice(parts.2.as_deref().unwrap_or_default());
+    all.extend_from_slice(parts.ca.as_deref().unwrap_or_default());
     all
 }
 
@@ -256,7 +263,7 @@ pub(crate) fn load_dir(
 ) -> Result<Loaded, Error> {
     let parts = read_dir_bytes(dir)?;
     let where_ = |file: &str| dir.join(file).display().to_string();
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&parts.0)
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&parts.cert)
         .collect::<Result<_, _>>()
         .map_err(|e| cert_error(&where_(CERT_FILE), e))?;
     if chain.is_empty() {
@@ -266,7 +273,7 @@ pub(crate) fn load_dir(
         )));
     }
     let key =
-        PrivateKeyDer::from_pem_slice(&parts.1).map_err(|e| cert_error(&where_(KEY_FILE), e))?;
+        PrivateKeyDer::from_pem_slice(&parts.key).map_err(|e| cert_error(&where_(KEY_FILE), e))?;
     let certified = CertifiedKey::from_der(chain, key, provider).map_err(|e| {
         cert_error(
             &format!(
@@ -277,7 +284,7 @@ pub(crate) fn load_dir(
             e,
         )
     })?;
-    let ca_pem = match &parts.2 {
+    let ca_pem = match &parts.ca {
         Some(bytes) => {
             let text =
                 String::from_utf8(bytes.clone()).map_err(|e| cert_error(&where_(CA_FILE), e))?;

@@ -15,6 +15,9 @@
 //!   (see [`Rotation`]): a new serving certificate is served from the next handshake on; a
 //!   new CA is first published in every registered configuration's caBundle (next to the
 //!   previous CA, so both certificates verify during the switch), and only then used.
+//!   A generated CA lives in this process only: with more than one replica in-cluster,
+//!   give every replica the same files through `KRUISE_WEBHOOK_CERT_DIR` (cert-manager,
+//!   or a Secret), or the replicas overwrite each other's caBundle.
 //! - **Registration**: [`WebhookServer::register`] server-side applies the configurations
 //!   (field manager = the controller's name), filling each webhook's clientConfig
 //!   (`KRUISE_WEBHOOK_URL` + path, or the Service of `KRUISE_WEBHOOK_SERVICE` + path) and
@@ -229,6 +232,8 @@ impl Default for Options {
     }
 }
 
+// One per process, never moved around: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Source {
     Generated {
         ca: Authority,

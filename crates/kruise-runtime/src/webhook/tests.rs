@@ -247,9 +247,10 @@ async fn typed_adapter_answers_decode_failures_by_policy() {
 #[tokio::test]
 async fn panics_and_timeouts_are_answered_not_dropped() {
     let metrics = Metrics::new();
-    let panicking = dynamic(|_req| async move {
-        let labels: Option<&str> = None;
-        Ok(AdmissionResponse::invalid(labels.expect("handler bug")))
+    // A handler bug: the name "p" is no number.
+    let panicking = dynamic(|req| async move {
+        let n: u32 = req.name.parse().expect("handler bug");
+        Ok(AdmissionResponse::invalid(n))
     });
     let app1 = app(&metrics, &Options::default(), OnFailure::Deny, panicking);
     let response = response_of(&post(&app1, review("u-4", "UPDATE", pod(json!({})))).await.1);

@@ -1,0 +1,308 @@
+//! One reconcile: read the world from the caches, plan, execute, write status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus};
+use kruise_ordering::predicates::is_active;
+use kruise_workload::Observed;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::events::CONTROLLER_NAME;
+use crate::execute::execute;
+use crate::plan::status::{PhaseErrors, compute_status};
+use crate::plan::{World, scale, update};
+use crate::revisions;
+
+/// How soon to look again while waiting for the cache to show our own writes.
+const EXPECTATION_POLL: Duration = Duration::from_millis(500);
+
+pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
+    let key = kruise_runtime::cache::key(cs.as_ref());
+    ctx.instruments.started(&key);
+    let started = std::time::Instant::now();
+    let result = reconcile_inner(&cs, &ctx).await;
+    let label = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.metric_label(),
+    };
+    ctx.instruments.finished(label, started.elapsed());
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
+    result
+}
+
+pub fn error_policy(cs: Arc<CloneSet>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = kruise_runtime::cache::key(cs.as_ref());
+    let wait = ctx.backoff.failed(&key);
+    tracing::warn!(cloneset = %key, error = %err, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
+    let ns = cs
+        .namespace()
+        .ok_or_else(|| Error::MissingObjectKey(cs.name_any()))?;
+    let uid = cs
+        .uid()
+        .ok_or_else(|| Error::MissingObjectKey(cs.name_any()))?;
+    if cs.meta().deletion_timestamp.is_some() {
+        ctx.pod_expectations.forget(&uid);
+        ctx.pvc_expectations.forget(&uid);
+        return Ok(Action::await_change());
+    }
+
+    // Wait until the cache shows what we did last round (spec 4.1.2).
+    let now = jiff::Timestamp::now();
+    let pending = ctx.pod_expectations.pending(&uid, now, |name| {
+        observe(
+            ctx.pods
+                .store()
+                .get(&ObjectRef::new(name).within(&ns))
+                .as_deref(),
+        )
+    });
+    let pending_pvcs = ctx.pvc_expectations.pending(&uid, now, |name| {
+        observe_pvc(
+            ctx.pvcs
+                .store()
+                .get(&ObjectRef::new(name).within(&ns))
+                .as_deref(),
+        )
+    });
+    if !pending.is_empty() || !pending_pvcs.is_empty() {
+        tracing::debug!(cloneset = %cs.name_any(), ?pending, ?pending_pvcs, "waiting for the cache");
+        return Ok(Action::requeue(EXPECTATION_POLL));
+    }
+
+    let owned = ctx.pods.owned_by(&uid);
+    let selector = &cs.spec.selector;
+    let (matching, released): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
+        owned.into_iter().filter(|p| is_active(p)).partition(|p| {
+            kruise_ordering::selector::matches(
+                selector,
+                p.metadata.labels.as_ref().unwrap_or(&Default::default()),
+            )
+            .unwrap_or(false)
+        });
+    for pod in &released {
+        release(ctx, pod, &uid).await?;
+    }
+    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
+        .pvcs
+        .owned_by(&uid)
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .collect();
+
+    let revisions = revisions::sync(&ctx.client, cs, ctx.revisions.owned_by(&uid)).await?;
+    let world = World {
+        cs,
+        pods: matching.iter().map(|p| p.as_ref()).collect(),
+        pvcs: pvcs.iter().map(|c| c.as_ref()).collect(),
+        current_revision: &revisions.current,
+        update_revision: &revisions.update,
+        revisions: revisions.all.iter().collect(),
+        options: ctx.options,
+        now,
+    };
+
+    let mut errors = PhaseErrors::default();
+    let mut ids = random_ids();
+    let scale_plan = scale::plan_scale(&world, &mut ids);
+    let mut requeue = scale_plan.requeue_after;
+    let mut exec_error = None;
+    if !scale_plan.errors.is_empty() {
+        errors.scale = Some(scale_plan.errors.join("; "));
+    }
+    if scale_plan.changes_something() || !scale_plan.warnings.is_empty() {
+        let changed = scale_plan.changes_something();
+        if let Err(e) = execute(ctx, cs, scale_plan).await {
+            errors.scale = Some(e.to_string());
+            exec_error = Some(e);
+        }
+        if changed {
+            return finish(ctx, cs, &world, &revisions, errors, requeue, exec_error).await;
+        }
+    }
+    let update_plan = update::plan_update(&world);
+    requeue = min_duration(requeue, update_plan.requeue_after);
+    if !update_plan.errors.is_empty() {
+        errors.update = Some(update_plan.errors.join("; "));
+    }
+    if let Err(e) = execute(ctx, cs, update_plan).await {
+        errors.update = Some(e.to_string());
+        exec_error = Some(e);
+    }
+    finish(ctx, cs, &world, &revisions, errors, requeue, exec_error).await
+}
+
+/// Status, `podsToDelete` pruning, history; then when to come back.
+async fn finish(
+    ctx: &Context,
+    cs: &CloneSet,
+    world: &World<'_>,
+    revisions: &revisions::Revisions,
+    errors: PhaseErrors,
+    requeue: Option<Duration>,
+    exec_error: Option<Error>,
+) -> Result<Action> {
+    let previous = cs.status.clone().unwrap_or_default();
+    let (status, progress_requeue) =
+        compute_status(world, &previous, revisions.collision_count, &errors);
+    if status != previous {
+        write_status(ctx, cs, &status).await?;
+    }
+    prune_pods_to_delete(ctx, cs, world).await?;
+    revisions::truncate_history(&ctx.client, cs, revisions, &world.pods).await?;
+    if let Some(e) = exec_error {
+        return Err(e);
+    }
+    let mut requeue = min_duration(requeue, progress_requeue);
+    // Pods becoming available after minReadySeconds produce no event: look again then.
+    if cs.spec.min_ready_seconds > 0 && status.available_replicas != status.ready_replicas {
+        requeue = min_duration(
+            requeue,
+            Some(Duration::from_secs(cs.spec.min_ready_seconds as u64)),
+        );
+    }
+    Ok(requeue
+        .map(Action::requeue)
+        .unwrap_or_else(Action::await_change))
+}
+
+fn min_duration(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+async fn write_status(ctx: &Context, cs: &CloneSet, status: &CloneSetStatus) -> Result<()> {
+    let api: Api<CloneSet> =
+        Api::namespaced(ctx.client.clone(), &cs.namespace().unwrap_or_default());
+    let patch = json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "CloneSet",
+        "status": status,
+    });
+    api.patch_status(
+        &cs.name_any(),
+        &PatchParams::apply(CONTROLLER_NAME).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Spec 4.5.9: names in `podsToDelete` that match no active owned Pod are removed.
+async fn prune_pods_to_delete(ctx: &Context, cs: &CloneSet, world: &World<'_>) -> Result<()> {
+    let listed = &cs.spec.scale_strategy.pods_to_delete;
+    if listed.is_empty() {
+        return Ok(());
+    }
+    let kept: Vec<&String> = listed
+        .iter()
+        .filter(|n| {
+            world
+                .pods
+                .iter()
+                .any(|p| p.metadata.name.as_ref() == Some(*n))
+        })
+        .collect();
+    if kept.len() == listed.len() {
+        return Ok(());
+    }
+    let api: Api<CloneSet> =
+        Api::namespaced(ctx.client.clone(), &cs.namespace().unwrap_or_default());
+    let patch = json!({
+        "metadata": {"resourceVersion": cs.resource_version()},
+        "spec": {"scaleStrategy": {"podsToDelete": kept}},
+    });
+    api.patch(
+        &cs.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// An owned Pod whose labels no longer match the selector is released: its controller
+/// ownerReference is removed (spec 4.1.1). Orphans are never adopted.
+async fn release(ctx: &Context, pod: &Pod, uid: &str) -> Result<()> {
+    let owners: Vec<_> = pod
+        .owner_references()
+        .iter()
+        .filter(|o| o.uid != uid)
+        .cloned()
+        .collect();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let patch =
+        json!({"metadata": {"resourceVersion": pod.resource_version(), "ownerReferences": owners}});
+    api.patch(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+fn observe(pod: Option<&Pod>) -> Observed {
+    match pod {
+        None => Observed::Absent,
+        Some(p) => {
+            let rv = p.metadata.resource_version.clone().unwrap_or_default();
+            if p.metadata.deletion_timestamp.is_some() {
+                Observed::Terminating {
+                    resource_version: rv,
+                }
+            } else {
+                Observed::Present {
+                    resource_version: rv,
+                }
+            }
+        }
+    }
+}
+
+fn observe_pvc(pvc: Option<&PersistentVolumeClaim>) -> Observed {
+    match pvc {
+        None => Observed::Absent,
+        Some(c) => {
+            let rv = c.metadata.resource_version.clone().unwrap_or_default();
+            if c.metadata.deletion_timestamp.is_some() {
+                Observed::Terminating {
+                    resource_version: rv,
+                }
+            } else {
+                Observed::Present {
+                    resource_version: rv,
+                }
+            }
+        }
+    }
+}
+
+/// Random 5-character instance ids from the safe alphabet (spec 4.3.1).
+fn random_ids() -> impl Iterator<Item = String> {
+    use rand::Rng;
+    std::iter::repeat_with(|| {
+        let mut rng = rand::rng();
+        (0..5)
+            .map(|_| {
+                let alphabet = kruise_workload::revision::SAFE_ALPHABET;
+                alphabet[rng.random_range(0..alphabet.len())] as char
+            })
+            .collect()
+    })
+}
