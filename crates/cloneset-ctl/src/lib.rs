@@ -9,17 +9,21 @@ pub mod execute;
 pub mod plan;
 pub mod reconcile;
 pub mod revisions;
+pub mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
 use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Backoff, Cache, Instruments, Runtime, Tolerant, gates};
+use kruise_runtime::{Backoff, Cache, Instruments, Runtime, Tolerant, WebhookServer, gates};
 use kruise_workload::{Expectations, PodControl};
 use kube::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -103,6 +107,26 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 /// holder reconciles.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
+    // Every replica serves admission, leader or not.
+    let deletion_protection = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
+    let server = WebhookServer::start(
+        &runtime,
+        webhook::routes(ctx.pods.clone(), deletion_protection),
+    )
+    .await?;
+    let scope = runtime.settings.watch_namespace.clone();
+    let (validating, mutating) = webhook::configurations(scope.as_deref());
+    let registrable =
+        runtime.settings.webhook_url.is_some() || runtime.settings.webhook_service.is_some();
+    if registrable {
+        server
+            .register(validating.clone(), mutating.clone())
+            .await?;
+    } else {
+        tracing::warn!(
+            "KRUISE_WEBHOOK_URL and KRUISE_WEBHOOK_SERVICE unset: webhook configurations not registered"
+        );
+    }
     let workers = runtime.settings.workers;
     runtime
         .run_while_leader(|| {
@@ -110,7 +134,32 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             async move { controller(ctx, workers).await }
         })
         .await?;
+    // A namespace-scoped instance (tests, namespaced installs) cleans up its own
+    // configurations; a cluster-wide one leaves them for the next replica.
+    if registrable && scope.is_some() {
+        remove_configurations(&runtime, &validating, &mutating).await;
+    }
     Ok(())
+}
+
+async fn remove_configurations(
+    runtime: &Runtime,
+    validating: &[ValidatingWebhookConfiguration],
+    mutating: &[MutatingWebhookConfiguration],
+) {
+    let dp = kube::api::DeleteParams::default();
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(runtime.client.clone());
+    for c in validating {
+        let _ = v
+            .delete(c.metadata.name.as_deref().unwrap_or_default(), &dp)
+            .await;
+    }
+    let m: Api<MutatingWebhookConfiguration> = Api::all(runtime.client.clone());
+    for c in mutating {
+        let _ = m
+            .delete(c.metadata.name.as_deref().unwrap_or_default(), &dp)
+            .await;
+    }
 }
 
 /// One controller run over the shared caches.

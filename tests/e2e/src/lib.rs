@@ -227,6 +227,18 @@ impl TestNamespace {
         let (ok, out, err) = kubectl(&["apply", "-n", &self.name, "-f", "-"], Some(yaml));
         if ok { Ok(out) } else { Err(err) }
     }
+
+    /// [`TestNamespace::apply_yaml`] off the async threads: a webhook served by this test
+    /// process must be able to answer while kubectl waits.
+    pub async fn apply(&self, yaml: &str) -> Result<String, String> {
+        let (ns, yaml) = (self.name.clone(), yaml.to_string());
+        tokio::task::spawn_blocking(move || {
+            let (ok, out, err) = kubectl(&["apply", "-n", &ns, "-f", "-"], Some(&yaml));
+            if ok { Ok(out) } else { Err(err) }
+        })
+        .await
+        .expect("kubectl task")
+    }
 }
 
 impl Drop for TestNamespace {
@@ -284,6 +296,8 @@ impl RunningController {
         let settings = kruise_runtime::Settings {
             admin_addr: ([127, 0, 0, 1], 0).into(),
             webhook_addr: ([127, 0, 0, 1], 0).into(),
+            // Port 0 in the URL: the webhook server substitutes the port it bound.
+            webhook_url: Some("https://127.0.0.1:0".into()),
             leader_elect: false,
             watch_namespace: Some(namespace.to_string()),
             feature_gates: gates.to_string(),

@@ -166,11 +166,11 @@ async fn wait_event(ns: &TestNamespace, name: &str, reason: &str, note: &str) {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_create_three_pods_directly() {
     let ns = TestNamespace::new("cs-create").await;
     let _ctl = controller(&ns).await;
-    ns.apply_yaml(&cloneset_yaml("cs-demo", 3, "")).unwrap();
+    ns.apply(&cloneset_yaml("cs-demo", 3, "")).await.unwrap();
     let pods = wait_ready_pods(&ns, "cs-demo", 3).await;
     let cs = cloneset(&ns, "cs-demo").await;
     for pod in &pods {
@@ -241,11 +241,11 @@ async fn scenario_create_three_pods_directly() {
     assert!(rs.trim().is_empty(), "{rs}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_rate_limited_scale_out() {
     let ns = TestNamespace::new("cs-ratelimit").await;
     let _ctl = controller(&ns).await;
-    ns.apply_yaml(&cloneset_yaml("cs-demo", 3, "")).unwrap();
+    ns.apply(&cloneset_yaml("cs-demo", 3, "")).await.unwrap();
     let before: BTreeSet<String> = wait_ready_pods(&ns, "cs-demo", 3)
         .await
         .iter()
@@ -298,11 +298,11 @@ async fn scenario_rate_limited_scale_out() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_pods_to_delete_with_scale_in_and_alone() {
     let ns = TestNamespace::new("cs-podstodelete").await;
     let _ctl = controller(&ns).await;
-    ns.apply_yaml(&cloneset_yaml("cs-demo", 5, "")).unwrap();
+    ns.apply(&cloneset_yaml("cs-demo", 5, "")).await.unwrap();
     let pods = wait_ready_pods(&ns, "cs-demo", 5).await;
     let victim = pods[2].name_any();
     patch_cs(
@@ -365,7 +365,7 @@ async fn scenario_pods_to_delete_with_scale_in_and_alone() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_in_place_update_keeps_names_and_uids() {
     let ns = TestNamespace::new("cs-inplace").await;
     let _ctl = controller(&ns).await;
@@ -426,7 +426,7 @@ async fn scenario_in_place_update_keeps_names_and_uids() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_env_change_recreates_pods() {
     let ns = TestNamespace::new("cs-recreate").await;
     let _ctl = controller(&ns).await;
@@ -457,7 +457,7 @@ async fn scenario_env_change_recreates_pods() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_partition_numeric() {
     let ns = TestNamespace::new("cs-partition").await;
     let _ctl = controller(&ns).await;
@@ -498,7 +498,7 @@ async fn scenario_partition_numeric() {
     assert_eq!((count(&old_revision), count(&new_revision)), (3, 2));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_partition_ninety_percent_of_eight_updates_one() {
     let ns = TestNamespace::new("cs-partition-pct").await;
     let _ctl = controller(&ns).await;
@@ -523,7 +523,7 @@ async fn scenario_partition_ninety_percent_of_eight_updates_one() {
     assert_eq!((s.updated_replicas, s.replicas), (1, 8), "stays at one");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_paused_keeps_replicas_but_updates_nothing() {
     let ns = TestNamespace::new("cs-paused").await;
     let _ctl = controller(&ns).await;
@@ -552,7 +552,7 @@ async fn scenario_paused_keeps_replicas_but_updates_nothing() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenario_pvc_per_pod_is_reused_after_external_delete() {
     let ns = TestNamespace::new("cs-pvc").await;
     let _ctl = controller(&ns).await;

@@ -1,0 +1,1041 @@
+//! CloneSet admission (spec 3): defaulting (mutating) and validation, served by
+//! `cloneset-ctl` on the shared webhook server.
+//!
+//! Both webhooks use `failurePolicy: Fail`: they only see CloneSet objects, so an outage
+//! blocks CloneSet changes (which the controller could not act on anyway) and never Pod
+//! creation; without validation a spec the controller cannot understand would slip in.
+//!
+//! Defaulting works on the JSON of the object, not on the typed struct, so fields our
+//! types do not know survive (the Pod template is kept exactly as sent).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_api::apps_v1alpha1::{CloneSet, CloneSetUpdateStrategyType};
+use kruise_api::intstr::{self, Rounding};
+use kruise_api::keys;
+use kruise_runtime::Cache;
+use kruise_runtime::webhook::{
+    AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, dynamic, json_patch,
+};
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+
+pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-cloneset";
+pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-cloneset";
+
+/// One field error, printed the way the apiserver prints them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub kind: ErrorKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    Invalid(String),
+    Required,
+    Forbidden,
+    NotSupported(String),
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            ErrorKind::Invalid(value) => write!(
+                f,
+                "{}: Invalid value: {}: {}",
+                self.path, value, self.detail
+            ),
+            ErrorKind::Required => write!(f, "{}: Required value: {}", self.path, self.detail),
+            ErrorKind::Forbidden => write!(f, "{}: Forbidden: {}", self.path, self.detail),
+            ErrorKind::NotSupported(value) => write!(
+                f,
+                "{}: Unsupported value: {}: {}",
+                self.path, value, self.detail
+            ),
+        }
+    }
+}
+
+fn invalid(path: &str, value: impl std::fmt::Display, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        path: path.into(),
+        kind: ErrorKind::Invalid(value.to_string()),
+        detail: detail.into(),
+    }
+}
+
+fn forbidden(path: &str, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        path: path.into(),
+        kind: ErrorKind::Forbidden,
+        detail: detail.into(),
+    }
+}
+
+fn required(path: &str, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        path: path.into(),
+        kind: ErrorKind::Required,
+        detail: detail.into(),
+    }
+}
+
+/// The aggregate message: one error as is, several as `[a, b]` (like `ToAggregate()`).
+pub fn aggregate(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+// ---------------------------------------------------------------- defaulting
+
+/// Spec 3 defaults, applied to the object's JSON. Returns the defaulted object.
+pub fn with_defaults(object: &Value) -> Value {
+    let mut obj = object.clone();
+    let spec = obj
+        .as_object_mut()
+        .and_then(|o| o.get_mut("spec"))
+        .and_then(Value::as_object_mut);
+    let Some(spec) = spec else { return obj };
+    spec.entry("replicas").or_insert(json!(1));
+    spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+    if let Some(strategy) = strategy.as_object_mut() {
+        strategy.entry("type").or_insert(json!("ReCreate"));
+        strategy.entry("partition").or_insert(json!(0));
+        strategy.entry("maxUnavailable").or_insert(json!("20%"));
+        strategy.entry("maxSurge").or_insert(json!(0));
+        let in_place = matches!(
+            strategy.get("type").and_then(Value::as_str),
+            Some("InPlaceIfPossible" | "InPlaceOnly")
+        );
+        if in_place {
+            strategy
+                .entry("inPlaceUpdateStrategy")
+                .or_insert_with(|| json!({}));
+        }
+    }
+    obj
+}
+
+/// The JSON patch that applies [`with_defaults`].
+pub fn defaults_patch(object: &Value) -> json_patch::Patch {
+    json_patch::diff(object, &with_defaults(object))
+}
+
+// ---------------------------------------------------------------- validation
+
+/// What validation needs to know about existing Pods (for `podsToDelete`).
+pub trait PodLookup {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
+}
+
+impl PodLookup for Cache<Pod> {
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.store().get(&ObjectRef::new(name).within(namespace))
+    }
+}
+
+/// Spec 3 rules 1–11. `raw_old`/`raw_new` are the objects as JSON (the InPlaceOnly diff
+/// needs every field of the template, including those our types do not model).
+pub fn validate(
+    cs: &CloneSet,
+    old: Option<&CloneSet>,
+    raw_new: &Value,
+    raw_old: Option<&Value>,
+    pods: &dyn PodLookup,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let spec = &cs.spec;
+    let replicas = spec.replicas.unwrap_or(1);
+
+    // 1. Name and replicas.
+    let name = cs.name_any();
+    if !is_dns_subdomain(&name) {
+        errors.push(invalid("metadata.name", &name, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"));
+    }
+    if replicas < 0 {
+        errors.push(invalid(
+            "spec.replicas",
+            replicas,
+            "must be greater than or equal to 0",
+        ));
+    }
+
+    // 2. Selector.
+    validate_selector(&spec.selector, spec.template.metadata.as_ref(), &mut errors);
+
+    // 3. Template.
+    validate_template(
+        raw_new.pointer("/spec/template").unwrap_or(&Value::Null),
+        &mut errors,
+    );
+
+    // 5–7. Strategy values.
+    let strategy = &spec.update_strategy;
+    let strategy_type = strategy.strategy_type();
+    let parsed = |field: &str,
+                  value: Option<&IntOrString>,
+                  errors: &mut Vec<FieldError>|
+     -> Option<IntOrString> {
+        let value = value?;
+        match intstr::validate(value) {
+            Ok(()) => Some(value.clone()),
+            Err(e) => {
+                errors.push(invalid(
+                    &format!("spec.updateStrategy.{field}"),
+                    show(value),
+                    format!("failed GetScaledValueFromIntOrPercent for {field}: {e}"),
+                ));
+                None
+            }
+        }
+    };
+    if let Some(p) = parsed("partition", strategy.partition.as_ref(), &mut errors)
+        && intstr::scaled_value(&p, replicas, Rounding::Up).unwrap_or(0) < 0
+    {
+        errors.push(invalid(
+            "spec.updateStrategy.partition",
+            show(&p),
+            "must be greater than or equal to 0",
+        ));
+    }
+    let max_unavailable = parsed(
+        "maxUnavailable",
+        strategy.max_unavailable.as_ref(),
+        &mut errors,
+    );
+    let max_surge = parsed("maxSurge", strategy.max_surge.as_ref(), &mut errors);
+    if let Some(v) = &spec.scale_strategy.max_unavailable
+        && let Err(e) = intstr::validate(v)
+    {
+        errors.push(invalid(
+            "spec.scaleStrategy.maxUnavailable",
+            show(v),
+            format!("failed GetScaledValueFromIntOrPercent for maxUnavailable: {e}"),
+        ));
+    }
+    let surge = max_surge
+        .as_ref()
+        .map(|s| intstr::scaled_value(s, replicas, Rounding::Up).unwrap_or(0))
+        .unwrap_or(0);
+    if surge > 0 && strategy_type == CloneSetUpdateStrategyType::InPlaceOnly {
+        errors.push(invalid(
+            "spec.updateStrategy.maxSurge",
+            show(
+                strategy
+                    .max_surge
+                    .as_ref()
+                    .expect("surge > 0 means it is set"),
+            ),
+            "can not use maxSurge with strategy type InPlaceOnly",
+        ));
+    }
+    if replicas > 0 {
+        let unavailable = max_unavailable
+            .as_ref()
+            .map(|u| intstr::scaled_value(u, replicas, Rounding::Up).unwrap_or(0))
+            .unwrap_or_else(|| {
+                intstr::scaled_value(&IntOrString::String("20%".into()), replicas, Rounding::Up)
+                    .unwrap_or(1)
+            });
+        if unavailable < 1 && surge < 1 {
+            errors.push(invalid(
+                "spec.updateStrategy.maxUnavailable",
+                max_unavailable
+                    .as_ref()
+                    .map(show)
+                    .unwrap_or_else(|| "20%".into()),
+                "maxUnavailable and maxSurge should not both be less than 1",
+            ));
+        }
+    }
+
+    // 8. Priority and scatter.
+    if let Some(priority) = &strategy.priority_strategy {
+        if !priority.weight_priority.is_empty() && !priority.order_priority.is_empty() {
+            errors.push(invalid(
+                "spec.updateStrategy.priorityStrategy",
+                "",
+                "only one of weightPriority and orderPriority can be used",
+            ));
+        }
+        for (i, w) in priority.weight_priority.iter().enumerate() {
+            let path = format!("spec.updateStrategy.priorityStrategy.weightPriority[{i}]");
+            if !(0..=100).contains(&w.weight) {
+                errors.push(invalid(
+                    &format!("{path}.weight"),
+                    w.weight,
+                    "weight must be valid number in the range 1-100",
+                ));
+            }
+            let empty = w
+                .match_selector
+                .match_labels
+                .as_ref()
+                .is_none_or(|m| m.is_empty())
+                && w.match_selector
+                    .match_expressions
+                    .as_ref()
+                    .is_none_or(|m| m.is_empty());
+            if empty {
+                errors.push(required(
+                    &format!("{path}.matchSelector"),
+                    "selector can not be empty",
+                ));
+            } else if let Err(e) =
+                kruise_ordering::selector::matches(&w.match_selector, &BTreeMap::new())
+            {
+                errors.push(invalid(
+                    &format!("{path}.matchSelector"),
+                    "",
+                    format!("invalid selector {e:?}"),
+                ));
+            }
+        }
+        for (i, o) in priority.order_priority.iter().enumerate() {
+            if o.ordered_key.is_empty() {
+                errors.push(required(
+                    &format!("spec.updateStrategy.priorityStrategy.orderPriority[{i}].orderedKey"),
+                    "order key can not be empty",
+                ));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (i, term) in strategy.scatter_strategy.iter().enumerate() {
+        let path = format!("spec.updateStrategy.scatterStrategy[{i}]");
+        if term.key.is_empty() {
+            errors.push(required(&format!("{path}.key"), "key can not be empty"));
+        }
+        if !seen.insert((term.key.clone(), term.value.clone())) {
+            errors.push(invalid(
+                &path,
+                format!("{}={}", term.key, term.value),
+                "duplicated key=value",
+            ));
+        }
+    }
+
+    // 9. podsToDelete.
+    let mut names = BTreeSet::new();
+    let previously: BTreeSet<&String> = old
+        .map(|o| o.spec.scale_strategy.pods_to_delete.iter().collect())
+        .unwrap_or_default();
+    let ns = cs.namespace().unwrap_or_default();
+    for (i, pod_name) in spec.scale_strategy.pods_to_delete.iter().enumerate() {
+        let path = format!("spec.scaleStrategy.podsToDelete[{i}]");
+        if !names.insert(pod_name) {
+            errors.push(invalid(&path, pod_name, "duplicated"));
+            continue;
+        }
+        if previously.contains(pod_name) {
+            continue;
+        }
+        match pods.pod(&ns, pod_name) {
+            None => errors.push(invalid(
+                &path,
+                pod_name,
+                format!("find pod {pod_name} failed"),
+            )),
+            Some(pod) if pod.metadata.deletion_timestamp.is_some() => errors.push(invalid(
+                &path,
+                pod_name,
+                format!("pod {pod_name} already terminating"),
+            )),
+            Some(pod) => {
+                let owned = pod.owner_references().iter().any(|o| {
+                    o.controller == Some(true) && Some(&o.uid) == cs.metadata.uid.as_ref()
+                });
+                if !owned {
+                    errors.push(invalid(
+                        &path,
+                        pod_name,
+                        format!("pod {pod_name} owner is not this CloneSet"),
+                    ));
+                }
+            }
+        }
+    }
+
+    // 10. progressDeadlineSeconds.
+    if let Some(d) = spec.progress_deadline_seconds {
+        if d < 0 {
+            errors.push(invalid(
+                "spec.progressDeadlineSeconds",
+                d,
+                "must be greater than or equal to 0",
+            ));
+        } else if d != i32::MAX && d <= spec.min_ready_seconds {
+            errors.push(invalid(
+                "spec.progressDeadlineSeconds",
+                d,
+                "must be greater than minReadySeconds",
+            ));
+        }
+    }
+
+    // 11. Updates.
+    if let (Some(old), Some(raw_old)) = (old, raw_old) {
+        if old.spec.selector != spec.selector {
+            errors.push(forbidden(
+                "spec",
+                "updates to cloneset spec for fields other than 'replicas', 'template', 'lifecycle', 'scaleStrategy', 'updateStrategy', 'minReadySeconds', 'progressDeadlineSeconds', 'volumeClaimTemplates' and 'revisionHistoryLimit' are forbidden",
+            ));
+        }
+        if strategy_type == CloneSetUpdateStrategyType::InPlaceOnly {
+            let old_spec = raw_old
+                .pointer("/spec/template/spec")
+                .cloned()
+                .unwrap_or(Value::Null);
+            let new_spec = raw_new
+                .pointer("/spec/template/spec")
+                .cloned()
+                .unwrap_or(Value::Null);
+            if let Some(v) = kruise_inplace::in_place_only_violation(&old_spec, &new_spec) {
+                errors.push(forbidden("spec.template.spec", v.to_string()));
+            }
+        }
+    }
+    errors
+}
+
+fn show(v: &IntOrString) -> String {
+    match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => format!("\"{s}\""),
+    }
+}
+
+fn validate_selector(
+    selector: &LabelSelector,
+    template: Option<&ObjectMeta>,
+    errors: &mut Vec<FieldError>,
+) {
+    let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|m| m.is_empty());
+    if empty {
+        errors.push(invalid(
+            "spec.selector",
+            "{}",
+            "empty selector is invalid for cloneset",
+        ));
+        return;
+    }
+    let labels = template.and_then(|m| m.labels.clone()).unwrap_or_default();
+    match kruise_ordering::selector::matches(selector, &labels) {
+        Err(e) => errors.push(invalid(
+            "spec.selector",
+            "",
+            format!("invalid label selector: {e:?}"),
+        )),
+        Ok(false) => errors.push(invalid(
+            "spec.template.metadata.labels",
+            format!("{labels:?}"),
+            "`selector` does not match template `labels`",
+        )),
+        Ok(true) => {}
+    }
+}
+
+/// The part of Pod template validation a CloneSet adds or that would break the controller.
+fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
+    let containers = template
+        .pointer("/spec/containers")
+        .and_then(Value::as_array);
+    match containers {
+        None => errors.push(required(
+            "spec.template.spec.containers",
+            "must have at least one container",
+        )),
+        Some(list) if list.is_empty() => errors.push(required(
+            "spec.template.spec.containers",
+            "must have at least one container",
+        )),
+        Some(list) => {
+            let mut names = BTreeSet::new();
+            for (i, c) in list.iter().enumerate() {
+                match c.get("name").and_then(Value::as_str) {
+                    None | Some("") => errors.push(required(
+                        &format!("spec.template.spec.containers[{i}].name"),
+                        "name is required",
+                    )),
+                    Some(n) if !names.insert(n.to_string()) => errors.push(FieldError {
+                        path: format!("spec.template.spec.containers[{i}].name"),
+                        kind: ErrorKind::Invalid(format!("\"{n}\"")),
+                        detail: "Duplicate value".into(),
+                    }),
+                    _ => {}
+                }
+                if c.get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    errors.push(required(
+                        &format!("spec.template.spec.containers[{i}].image"),
+                        "image is required",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(policy) = template
+        .pointer("/spec/restartPolicy")
+        .and_then(Value::as_str)
+        && !policy.is_empty()
+        && policy != "Always"
+    {
+        errors.push(FieldError {
+            path: "spec.template.spec.restartPolicy".into(),
+            kind: ErrorKind::NotSupported(format!("\"{policy}\"")),
+            detail: "supported values: \"Always\"".into(),
+        });
+    }
+    if template
+        .pointer("/spec/activeDeadlineSeconds")
+        .is_some_and(|v| !v.is_null())
+    {
+        errors.push(forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            "activeDeadlineSeconds in cloneset is not Supported",
+        ));
+    }
+}
+
+fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && part.as_bytes()[0].is_ascii_alphanumeric()
+                && part.as_bytes()[part.len() - 1].is_ascii_alphanumeric()
+        })
+}
+
+/// Spec 3.12: deletion protection (gate `ResourcesDeletionProtection`).
+pub fn deletion_denied(cs: &CloneSet) -> Option<String> {
+    let label = cs.labels().get(keys::DELETION_PROTECTION)?;
+    match label.as_str() {
+        keys::DELETION_PROTECTION_ALWAYS => Some(keys::DELETION_PROTECTION_MSG_ALWAYS.to_string()),
+        keys::DELETION_PROTECTION_CASCADING => {
+            let replicas = cs.spec.replicas.unwrap_or(1);
+            (replicas > 0).then(|| {
+                format!(
+                    "{}replicas {replicas}>0",
+                    keys::DELETION_PROTECTION_MSG_CASCADING_PREFIX
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------- routes
+
+/// The webhook routes served by `cloneset-ctl`.
+pub fn routes(pods: Cache<Pod>, deletion_protection: bool) -> Vec<Route> {
+    let mutate = Route::new(
+        MUTATE_PATH,
+        "mutate-cloneset",
+        dynamic(|req| async move {
+            let response = AdmissionResponse::from(&req);
+            let Some(object) = &req.object else {
+                return Ok(response);
+            };
+            let object =
+                serde_json::to_value(object).map_err(|e| HandlerError::Internal(e.to_string()))?;
+            let patch = defaults_patch(&object);
+            if patch.0.is_empty() {
+                return Ok(response);
+            }
+            response
+                .with_patch(patch)
+                .map_err(|e| HandlerError::Internal(e.to_string()))
+        }),
+    );
+    let validate_route = Route::new(
+        VALIDATE_PATH,
+        "validate-cloneset",
+        dynamic(move |req| {
+            let pods = pods.clone();
+            async move {
+                let raw_new = req
+                    .object
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                let raw_old = req
+                    .old_object
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                let typed_req: AdmissionRequest<CloneSet> = kruise_runtime::webhook::decode(req)?;
+                let response = AdmissionResponse::from(&typed_req);
+                if typed_req.operation == Operation::Delete {
+                    if deletion_protection
+                        && let Some(old) = &typed_req.old_object
+                        && let Some(message) = deletion_denied(old)
+                    {
+                        let mut denied = response.deny(message);
+                        denied.result.code = 403;
+                        return Ok(denied);
+                    }
+                    return Ok(response);
+                }
+                let (Some(cs), Some(raw_new)) = (&typed_req.object, &raw_new) else {
+                    return Ok(response);
+                };
+                let errors = validate(
+                    cs,
+                    typed_req.old_object.as_ref(),
+                    raw_new,
+                    raw_old.as_ref(),
+                    &pods,
+                );
+                if errors.is_empty() {
+                    return Ok(response);
+                }
+                let mut denied = response.deny(aggregate(&errors));
+                denied.result.code = 422;
+                denied.result.reason = "Invalid".into();
+                Ok(denied)
+            }
+        }),
+    );
+    vec![mutate, validate_route]
+}
+
+/// The configurations, named for the scope: cluster-wide, or (for tests and namespaced
+/// installs) one namespace.
+pub fn configurations(
+    watch_namespace: Option<&str>,
+) -> (
+    Vec<ValidatingWebhookConfiguration>,
+    Vec<MutatingWebhookConfiguration>,
+) {
+    let suffix = watch_namespace
+        .map(|ns| format!("-{ns}"))
+        .unwrap_or_default();
+    let namespace_selector = watch_namespace.map(|ns| LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            "kubernetes.io/metadata.name".to_string(),
+            ns.to_string(),
+        )])),
+        ..Default::default()
+    });
+    let rule = |operations: &[&str]| RuleWithOperations {
+        api_groups: Some(vec!["apps.kruise.io".into()]),
+        api_versions: Some(vec!["v1alpha1".into()]),
+        resources: Some(vec!["clonesets".into()]),
+        operations: Some(operations.iter().map(|s| s.to_string()).collect()),
+        scope: Some("Namespaced".into()),
+    };
+    let client = |path: &str| WebhookClientConfig {
+        url: Some(path.into()),
+        ..Default::default()
+    };
+    let validating = ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(format!("kruise-cloneset-validating{suffix}")),
+            ..Default::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "vcloneset.kb.io".into(),
+            client_config: client(VALIDATE_PATH),
+            rules: Some(vec![rule(&["CREATE", "UPDATE", "DELETE"])]),
+            failure_policy: Some("Fail".into()),
+            namespace_selector: namespace_selector.clone(),
+            admission_review_versions: vec!["v1".into()],
+            side_effects: "None".into(),
+            timeout_seconds: Some(10),
+            ..Default::default()
+        }]),
+    };
+    let mutating = MutatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(format!("kruise-cloneset-mutating{suffix}")),
+            ..Default::default()
+        },
+        webhooks: Some(vec![MutatingWebhook {
+            name: "mcloneset.kb.io".into(),
+            client_config: client(MUTATE_PATH),
+            rules: Some(vec![rule(&["CREATE", "UPDATE"])]),
+            failure_policy: Some("Fail".into()),
+            namespace_selector,
+            admission_review_versions: vec!["v1".into()],
+            side_effects: "None".into(),
+            timeout_seconds: Some(10),
+            ..Default::default()
+        }]),
+    };
+    (vec![validating], vec![mutating])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoPods;
+    impl PodLookup for NoPods {
+        fn pod(&self, _: &str, _: &str) -> Option<Arc<Pod>> {
+            None
+        }
+    }
+
+    fn object(spec: Value) -> Value {
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "cs", "namespace": "ns", "uid": "u"}, "spec": spec})
+    }
+
+    fn base_spec() -> Value {
+        json!({
+            "selector": {"matchLabels": {"app": "cs"}},
+            "template": {"metadata": {"labels": {"app": "cs"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx:alpine"}]}}
+        })
+    }
+
+    fn check(spec: Value) -> Vec<String> {
+        let raw = with_defaults(&object(spec));
+        let cs: CloneSet = serde_json::from_value(raw.clone()).unwrap();
+        validate(&cs, None, &raw, None, &NoPods)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    fn check_update(old: Value, new: Value) -> Vec<String> {
+        let (raw_old, raw_new) = (with_defaults(&object(old)), with_defaults(&object(new)));
+        let old: CloneSet = serde_json::from_value(raw_old.clone()).unwrap();
+        let new: CloneSet = serde_json::from_value(raw_new.clone()).unwrap();
+        validate(&new, Some(&old), &raw_new, Some(&raw_old), &NoPods)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    fn with(mut spec: Value, pointer: &str, value: Value) -> Value {
+        let mut parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+        let last = parts.pop().unwrap();
+        let mut cur = &mut spec;
+        for p in parts {
+            cur = cur
+                .as_object_mut()
+                .unwrap()
+                .entry(p)
+                .or_insert_with(|| json!({}));
+        }
+        cur.as_object_mut().unwrap().insert(last.into(), value);
+        spec
+    }
+
+    #[test]
+    fn defaults_are_upstreams() {
+        let d = with_defaults(&object(base_spec()));
+        assert_eq!(d["spec"]["replicas"], 1);
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(
+            d["spec"]["updateStrategy"],
+            json!({"type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0})
+        );
+        let d = with_defaults(&object(with(
+            base_spec(),
+            "/updateStrategy/type",
+            json!("InPlaceIfPossible"),
+        )));
+        assert_eq!(
+            d["spec"]["updateStrategy"]["inPlaceUpdateStrategy"],
+            json!({})
+        );
+        // Idempotent: a defaulted object needs no patch.
+        assert!(defaults_patch(&d).0.is_empty());
+        // Unknown template fields survive defaulting.
+        let odd = with(base_spec(), "/template/spec/futureField", json!({"x": 1}));
+        assert_eq!(
+            with_defaults(&object(odd))["spec"]["template"]["spec"]["futureField"]["x"],
+            1
+        );
+    }
+
+    #[test]
+    fn a_valid_cloneset_passes() {
+        assert!(check(base_spec()).is_empty(), "{:?}", check(base_spec()));
+    }
+
+    #[test]
+    fn selector_must_match_template_labels() {
+        let errs = check(with(
+            base_spec(),
+            "/selector",
+            json!({"matchLabels": {"app": "other"}}),
+        ));
+        assert!(
+            errs.iter().any(
+                |e| e.starts_with("spec.template.metadata.labels: Invalid value")
+                    && e.contains("`selector` does not match template `labels`")
+            ),
+            "{errs:?}"
+        );
+        let errs = check(with(base_spec(), "/selector", json!({})));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("empty selector is invalid for cloneset")),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn negative_replicas_and_bad_strategy_values_are_rejected() {
+        let errs = check(with(base_spec(), "/replicas", json!(-1)));
+        assert_eq!(
+            errs,
+            ["spec.replicas: Invalid value: -1: must be greater than or equal to 0"]
+        );
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy",
+            json!({"partition": "abc"}),
+        ));
+        assert!(errs.iter().any(|e| e == "spec.updateStrategy.partition: Invalid value: \"abc\": failed GetScaledValueFromIntOrPercent for partition: invalid type: string is not a percentage"), "{errs:?}");
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy",
+            json!({"maxSurge": "x%"}),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.starts_with("spec.updateStrategy.maxSurge: Invalid value")),
+            "{errs:?}"
+        );
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy",
+            json!({"partition": -2}),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("spec.updateStrategy.partition")
+                    && e.contains("greater than or equal to 0")),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn max_surge_is_not_for_in_place_only() {
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy",
+            json!({"type": "InPlaceOnly", "maxSurge": 1}),
+        ));
+        assert!(errs.iter().any(|e| e == "spec.updateStrategy.maxSurge: Invalid value: 1: can not use maxSurge with strategy type InPlaceOnly"), "{errs:?}");
+    }
+
+    #[test]
+    fn unavailable_and_surge_cannot_both_be_zero() {
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy",
+            json!({"maxUnavailable": 0, "maxSurge": 0}),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("maxUnavailable and maxSurge should not both be less than 1")),
+            "{errs:?}"
+        );
+        assert!(
+            check(with(
+                base_spec(),
+                "/updateStrategy",
+                json!({"maxUnavailable": 0, "maxSurge": 1})
+            ))
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn template_rules() {
+        let errs = check(with(
+            base_spec(),
+            "/template/spec/restartPolicy",
+            json!("Never"),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e
+                    .starts_with("spec.template.spec.restartPolicy: Unsupported value: \"Never\"")),
+            "{errs:?}"
+        );
+        let errs = check(with(
+            base_spec(),
+            "/template/spec/activeDeadlineSeconds",
+            json!(5),
+        ));
+        assert!(errs.iter().any(|e| e == "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in cloneset is not Supported"));
+    }
+
+    #[test]
+    fn priority_and_scatter_rules() {
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy/priorityStrategy",
+            json!({"weightPriority": [{"weight": 101, "matchSelector": {"matchLabels": {"a": "b"}}}]}),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("weight must be valid number in the range 1-100")),
+            "{errs:?}"
+        );
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy/priorityStrategy",
+            json!({"weightPriority": [{"weight": 1, "matchSelector": {}}], "orderPriority": [{"orderedKey": ""}]}),
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("only one of weightPriority and orderPriority")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter().any(|e| e.contains("selector can not be empty")),
+            "{errs:?}"
+        );
+        let errs = check(with(
+            base_spec(),
+            "/updateStrategy/scatterStrategy",
+            json!([{"key": "a", "value": "b"}, {"key": "a", "value": "b"}]),
+        ));
+        assert!(errs.iter().any(|e| e.contains("duplicated")), "{errs:?}");
+    }
+
+    #[test]
+    fn in_place_only_updates_may_only_change_images() {
+        let old = with(base_spec(), "/updateStrategy/type", json!("InPlaceOnly"));
+        let new_image = with(
+            old.clone(),
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx:1.7.9"}]),
+        );
+        assert!(check_update(old.clone(), new_image).is_empty());
+        let new_env = with(
+            old.clone(),
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx:alpine", "env": [{"name": "X", "value": "1"}]}]),
+        );
+        let errs = check_update(old.clone(), new_env);
+        assert_eq!(
+            errs,
+            [
+                "spec.template.spec: Forbidden: only allowed to update images in spec for InPlaceOnly, but found add /containers/0/env"
+            ]
+        );
+        let new_labels = with(
+            with(
+                old.clone(),
+                "/template/metadata/labels",
+                json!({"app": "cs", "v": "2"}),
+            ),
+            "/selector",
+            json!({"matchLabels": {"app": "cs"}}),
+        );
+        assert!(
+            check_update(old, new_labels).is_empty(),
+            "metadata may change"
+        );
+    }
+
+    #[test]
+    fn selector_is_immutable() {
+        let new = with(
+            with(
+                base_spec(),
+                "/selector",
+                json!({"matchLabels": {"app": "cs", "x": "y"}}),
+            ),
+            "/template/metadata/labels",
+            json!({"app": "cs", "x": "y"}),
+        );
+        let errs = check_update(base_spec(), new);
+        assert!(
+            errs.iter().any(|e| e
+                .starts_with("spec: Forbidden: updates to cloneset spec for fields other than")),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn pods_to_delete_must_name_owned_pods() {
+        let errs = check(with(
+            base_spec(),
+            "/scaleStrategy/podsToDelete",
+            json!(["cs-abcde", "cs-abcde"]),
+        ));
+        assert!(
+            errs.iter().any(|e| e.contains("find pod cs-abcde failed")),
+            "{errs:?}"
+        );
+        assert!(errs.iter().any(|e| e.contains("duplicated")), "{errs:?}");
+    }
+
+    #[test]
+    fn deletion_protection() {
+        let mut cs: CloneSet = serde_json::from_value(with_defaults(&object(base_spec()))).unwrap();
+        assert_eq!(deletion_denied(&cs), None);
+        cs.metadata.labels =
+            Some([(keys::DELETION_PROTECTION.to_string(), "Always".to_string())].into());
+        assert_eq!(
+            deletion_denied(&cs).unwrap(),
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
+        );
+        cs.metadata.labels = Some(
+            [(
+                keys::DELETION_PROTECTION.to_string(),
+                "Cascading".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            deletion_denied(&cs).unwrap(),
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 1>0"
+        );
+        cs.spec.replicas = Some(0);
+        assert_eq!(deletion_denied(&cs), None);
+    }
+
+    #[test]
+    fn aggregate_formats_like_the_apiserver() {
+        let a = invalid("spec.a", 1, "x");
+        let b = forbidden("spec.b", "y");
+        assert_eq!(
+            aggregate(std::slice::from_ref(&a)),
+            "spec.a: Invalid value: 1: x"
+        );
+        assert_eq!(
+            aggregate(&[a, b]),
+            "[spec.a: Invalid value: 1: x, spec.b: Forbidden: y]"
+        );
+    }
+}
