@@ -248,6 +248,12 @@ impl Drop for TestNamespace {
             return;
         }
         let _ = kubectl(&["delete", "namespace", &self.name, "--wait=false"], None);
+        // Webhook configurations of controllers scoped to this namespace.
+        let selector = format!("{}={}", kruise_api::keys::WEBHOOK_SCOPE, self.name);
+        let _ = kubectl(
+            &["delete", "validatingwebhookconfigurations,mutatingwebhookconfigurations", "-l", &selector, "--wait=false"],
+            None,
+        );
     }
 }
 

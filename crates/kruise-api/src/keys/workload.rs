@@ -9,6 +9,8 @@ pub const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 /// ControllerRevision label: the revision hash.
 pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller.kubernetes.io/hash";
+/// Webhook configuration label: the namespace a namespace-scoped controller serves.
+pub const WEBHOOK_SCOPE: &str = "apps.kruise.io/webhook-scope";
 /// Pod label: delete this Pod (any value).
 pub const SPECIFIED_DELETE: &str = "apps.kruise.io/specified-delete";
 /// Pod annotation: deletion cost (int32), lower is deleted first.

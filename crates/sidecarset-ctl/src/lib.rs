@@ -1,0 +1,1 @@
+//! The SidecarSet controller (being written).
