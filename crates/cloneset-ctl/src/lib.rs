@@ -43,6 +43,7 @@ pub fn options(runtime: &Runtime) -> Options {
         env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
         preparing_update_as_update: g.enabled(gates::PREPARING_UPDATE_AS_UPDATE),
         exclude_preparing_delete: false,
+        predownload: g.enabled(gates::PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE),
     }
 }
 

@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus};
+use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus, ImagePullJob};
+use kruise_api::keys;
 use kruise_ordering::predicates::is_active;
 use kruise_workload::Observed;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -17,6 +19,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::CONTROLLER_NAME;
 use crate::execute::execute;
+use crate::plan::predownload::{PreDownload, plan_predownload};
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, scale, update};
 use crate::revisions;
@@ -161,6 +164,9 @@ async fn finish(
     if status != previous {
         write_status(ctx, cs, &status).await?;
     }
+    if ctx.options.predownload {
+        predownload(ctx, cs, world, &previous, &status).await?;
+    }
     prune_pods_to_delete(ctx, cs, world).await?;
     revisions::truncate_history(&ctx.client, cs, revisions, &world.pods).await?;
     if let Some(e) = exec_error {
@@ -200,6 +206,75 @@ async fn write_status(ctx: &Context, cs: &CloneSet, status: &CloneSetStatus) -> 
         &Patch::Apply(patch),
     )
     .await?;
+    Ok(())
+}
+
+/// Spec 4.9: create the rollout's ImagePullJobs once, and remove them when it is done.
+async fn predownload(
+    ctx: &Context,
+    cs: &CloneSet,
+    world: &World<'_>,
+    previous: &CloneSetStatus,
+    status: &CloneSetStatus,
+) -> Result<()> {
+    let ns = cs.namespace().unwrap_or_default();
+    let owner = cs.object_ref(&());
+    let jobs: Api<ImagePullJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let label_revision = |key: &'static str| async move {
+        let revisions: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
+        let patch = json!({"metadata": {"labels": {key: "true"}}});
+        revisions
+            .patch(
+                world.update_revision_name(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+    };
+    match plan_predownload(world, true, status.updated_ready_replicas) {
+        PreDownload::Nothing => {}
+        PreDownload::Ignore(why) => {
+            tracing::debug!(cloneset = %cs.name_any(), why, "no image pre-download for this rollout");
+            label_revision(keys::IMAGE_PREDOWNLOAD_IGNORED).await?;
+        }
+        PreDownload::Create(list) => {
+            for job in list {
+                let name = job.name_any();
+                match jobs.create(&PostParams::default(), &job).await {
+                    Ok(_) => ctx.control.events().normal(
+                        &owner,
+                        "CreatedImagePullJob",
+                        format!("created ImagePullJob {name} for image: {}", job.spec.image),
+                    ),
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => {
+                        ctx.control.events().normal(
+                            &owner,
+                            "FailedCreateImagePullJob",
+                            format!("failed to create ImagePullJob {name}: {e}"),
+                        );
+                        return Err(e.into());
+                    }
+                }
+            }
+            label_revision(keys::IMAGE_PREDOWNLOAD_CREATED).await?;
+        }
+    }
+    // The rollout just finished: its jobs have done their work.
+    let converged = status.current_revision == status.update_revision;
+    if converged && previous.current_revision != previous.update_revision {
+        let selector = crate::plan::status::format_selector(&cs.spec.selector);
+        let uid = cs.uid().unwrap_or_default();
+        for job in jobs
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+        {
+            if job.owner_references().iter().any(|o| o.uid == uid) {
+                let _ = jobs.delete(&job.name_any(), &DeleteParams::default()).await;
+            }
+        }
+    }
     Ok(())
 }
 

@@ -20,5 +20,5 @@ pub use diff::{
 };
 pub use update::{
     PodWrites, RefreshAction, container_priorities, inplace_state, is_update_completed,
-    pending_grace, refresh, start_update,
+    metadata_and_images_patch, pending_grace, refresh, start_update,
 };

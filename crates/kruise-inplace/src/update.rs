@@ -182,6 +182,20 @@ fn pod_patch(
     patch
 }
 
+/// The Pod patch [`start_update`] writes (labels and annotations, `None` removing a key;
+/// container images by name; the Pod's resourceVersion as a guard), for callers that keep
+/// their own update state: SidecarSet records one state per SidecarSet in
+/// `kruise.io/sidecarset-inplace-update-state` and must not touch the workload's
+/// `apps.kruise.io/inplace-update-state`.
+pub fn metadata_and_images_patch(
+    pod: &Pod,
+    labels: &BTreeMap<String, Option<String>>,
+    annotations: &BTreeMap<String, Option<String>>,
+    images: &BTreeMap<String, String>,
+) -> Value {
+    pod_patch(pod, labels, annotations, images)
+}
+
 /// The writes that start an in-place update of `pod` to `spec`.
 ///
 /// `labels`/`annotations` are the caller's own changes that go in the same write
@@ -375,7 +389,11 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
             };
         }
         let started = state.as_ref().map(|s| s.update_timestamp.0).unwrap_or(now);
-        let due = started + jiff::SignedDuration::from_secs(i64::from(parked.grace_seconds));
+        // Kubernetes times carry whole seconds: the update may have started up to a second
+        // after the recorded time. Never end the grace period early.
+        let truncated = i64::from(started.subsec_nanosecond() == 0);
+        let due =
+            started + jiff::SignedDuration::from_secs(i64::from(parked.grace_seconds) + truncated);
         if now < due {
             let wait = due.duration_since(now).unsigned_abs();
             return RefreshAction {
@@ -685,9 +703,20 @@ mod tests {
         assert!(pending_grace(&p).is_some());
         assert!(!is_update_completed(&p));
         let r = refresh(&p, Some("cs-new"), t(4));
-        assert_eq!(r.writes.requeue_after, Some(Duration::from_secs(6)));
+        assert_eq!(
+            r.writes.requeue_after,
+            Some(Duration::from_secs(7)),
+            "whole-second times: one second of margin"
+        );
         assert!(r.writes.pod_patch.is_none());
-        let r = refresh(&p, Some("cs-new"), t(10));
+        assert!(
+            refresh(&p, Some("cs-new"), t(10))
+                .writes
+                .pod_patch
+                .is_none(),
+            "not early"
+        );
+        let r = refresh(&p, Some("cs-new"), t(11));
         let patch = r.writes.pod_patch.clone().unwrap();
         assert_eq!(patch["spec"]["containers"][0]["image"], "nginx:1.7.9");
         assert!(patch["metadata"]["annotations"][keys::INPLACE_UPDATE_GRACE].is_null());

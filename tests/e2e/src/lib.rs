@@ -251,7 +251,13 @@ impl Drop for TestNamespace {
         // Webhook configurations of controllers scoped to this namespace.
         let selector = format!("{}={}", kruise_api::keys::WEBHOOK_SCOPE, self.name);
         let _ = kubectl(
-            &["delete", "validatingwebhookconfigurations,mutatingwebhookconfigurations", "-l", &selector, "--wait=false"],
+            &[
+                "delete",
+                "validatingwebhookconfigurations,mutatingwebhookconfigurations",
+                "-l",
+                &selector,
+                "--wait=false",
+            ],
             None,
         );
     }

@@ -1,6 +1,7 @@
 //! CloneSet on the real cluster: the seeds' scenarios and the spec's subtle cases.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -131,6 +132,65 @@ async fn patch_cs(ns: &TestNamespace, name: &str, patch: serde_json::Value) {
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .expect("patch cloneset");
+}
+
+/// Changes the first container's image only (a JSON patch: a merge patch would replace
+/// the whole container list and drop fields like imagePullPolicy).
+async fn set_image(ns: &TestNamespace, name: &str, image: &str) {
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": image}])).unwrap();
+    ns.api::<CloneSet>()
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect("set image");
+}
+
+/// Tracks, through a watch, the most Pods of an app alive at once.
+struct PeakPods {
+    peak: std::sync::Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PeakPods {
+    fn start(ns: &TestNamespace, app: &str) -> Self {
+        use futures::StreamExt;
+        let peak = std::sync::Arc::new(AtomicUsize::new(0));
+        let api: Api<Pod> = ns.api();
+        let config = kube::runtime::watcher::Config::default().labels(&format!("app={app}"));
+        let counter = peak.clone();
+        let task = tokio::spawn(async move {
+            let mut live = BTreeSet::new();
+            let mut events = std::pin::pin!(kube::runtime::watcher(api, config));
+            while let Some(Ok(event)) = events.next().await {
+                match event {
+                    kube::runtime::watcher::Event::Apply(p)
+                    | kube::runtime::watcher::Event::InitApply(p) => {
+                        if p.metadata.deletion_timestamp.is_none() {
+                            live.insert(p.name_any());
+                        } else {
+                            live.remove(&p.name_any());
+                        }
+                    }
+                    kube::runtime::watcher::Event::Delete(p) => {
+                        live.remove(&p.name_any());
+                    }
+                    _ => {}
+                }
+                counter.fetch_max(live.len(), Ordering::SeqCst);
+            }
+        });
+        PeakPods { peak, task }
+    }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for PeakPods {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Events about `name`, as (type, reason, note, reporting controller).
@@ -473,7 +533,13 @@ async fn scenario_partition_numeric() {
         .status
         .unwrap()
         .update_revision;
-    patch_cs(&ns, "sample", json!({"spec": {"updateStrategy": {"partition": 3}, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:mainline"}]}}}})).await;
+    patch_cs(
+        &ns,
+        "sample",
+        json!({"spec": {"updateStrategy": {"partition": 3}}}),
+    )
+    .await;
+    set_image(&ns, "sample", "nginx:mainline").await;
     let cs = wait_status(&ns, "sample", "2 updated", |cs| {
         cs.status.as_ref().is_some_and(|s| {
             s.updated_replicas == 2 && s.updated_ready_replicas == 2 && s.ready_replicas == 5
@@ -509,7 +575,13 @@ async fn scenario_partition_ninety_percent_of_eight_updates_one() {
     ))
     .unwrap();
     wait_ready_pods(&ns, "sample", 8).await;
-    patch_cs(&ns, "sample", json!({"spec": {"updateStrategy": {"partition": "90%"}, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:mainline"}]}}}})).await;
+    patch_cs(
+        &ns,
+        "sample",
+        json!({"spec": {"updateStrategy": {"partition": "90%"}}}),
+    )
+    .await;
+    set_image(&ns, "sample", "nginx:mainline").await;
     wait_status(&ns, "sample", "90% of 8 -> 1 updated", |cs| {
         cs.status.as_ref().is_some_and(|s| {
             s.expected_updated_replicas == 1
@@ -534,7 +606,7 @@ async fn scenario_paused_keeps_replicas_but_updates_nothing() {
     ))
     .unwrap();
     wait_ready_pods(&ns, "cs-demo", 3).await;
-    patch_cs(&ns, "cs-demo", json!({"spec": {"template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}}}})).await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
     // Scaling still works while paused, and new Pods use the update revision.
     patch_cs(&ns, "cs-demo", json!({"spec": {"replicas": 5}})).await;
     let pods = wait_ready_pods(&ns, "cs-demo", 5).await;
@@ -614,4 +686,624 @@ async fn scenario_pvc_per_pod_is_reused_after_external_delete() {
         }
     })
     .await;
+}
+
+/// Lifecycle/in-place timestamps of each Pod's last update, oldest first.
+async fn update_order(ns: &TestNamespace, app: &str) -> Vec<String> {
+    let mut pods: Vec<(String, String)> = pods_of(ns, app)
+        .await
+        .iter()
+        .filter_map(|p| {
+            let state = p.annotations().get(keys::INPLACE_UPDATE_STATE)?;
+            let ts = serde_json::from_str::<serde_json::Value>(state).ok()?["updateTimestamp"]
+                .as_str()?
+                .to_string();
+            Some((ts, p.name_any()))
+        })
+        .collect();
+    pods.sort();
+    pods.into_iter().map(|(_, n)| n).collect()
+}
+
+async fn label_pod(ns: &TestNamespace, pod: &str, key: &str, value: &str) {
+    ns.api::<Pod>()
+        .patch(
+            pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+        )
+        .await
+        .expect("label pod");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_rejects_invalid_clonesets_naming_the_field() {
+    let ns = TestNamespace::new("cs-admission").await;
+    let _ctl = controller(&ns).await;
+    // Defaults are written by the mutating webhook.
+    ns.apply(&cloneset_yaml(
+        "cs-demo",
+        1,
+        "  updateStrategy:\n    type: InPlaceOnly",
+    ))
+    .await
+    .unwrap();
+    let cs = cloneset(&ns, "cs-demo").await;
+    let s = &cs.spec.update_strategy;
+    assert_eq!(
+        s.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("20%".into()))
+    );
+    assert_eq!(s.in_place_update_strategy, Some(Default::default()));
+    assert_eq!(cs.spec.revision_history_limit, Some(10));
+
+    // InPlaceOnly: only images may change.
+    let err = ns
+        .apply(&cloneset_yaml("cs-demo", 1, "        env:\n        - name: X\n          value: \"1\"\n  updateStrategy:\n    type: InPlaceOnly"))
+        .await
+        .expect_err("env change under InPlaceOnly");
+    assert!(err.contains("spec.template.spec: Forbidden: only allowed to update images in spec for InPlaceOnly, but found add /containers/0/env"), "{err}");
+    // maxSurge with InPlaceOnly.
+    let err = ns
+        .apply(&cloneset_yaml(
+            "cs-surge",
+            1,
+            "  updateStrategy:\n    type: InPlaceOnly\n    maxSurge: 1",
+        ))
+        .await
+        .expect_err("maxSurge with InPlaceOnly");
+    assert!(err.contains("spec.updateStrategy.maxSurge: Invalid value: 1: can not use maxSurge with strategy type InPlaceOnly"), "{err}");
+    // A selector that does not match the template.
+    let bad_selector = cloneset_yaml("cs-sel", 1, "").replace(
+        "    matchLabels:\n      app: cs-sel",
+        "    matchLabels:\n      app: other",
+    );
+    let err = ns
+        .apply(&bad_selector)
+        .await
+        .expect_err("selector mismatch");
+    assert!(
+        err.contains("`selector` does not match template `labels`"),
+        "{err}"
+    );
+    // A malformed partition.
+    let err = ns
+        .apply(&cloneset_yaml(
+            "cs-part",
+            1,
+            "  updateStrategy:\n    partition: abc",
+        ))
+        .await
+        .expect_err("bad partition");
+    assert!(
+        err.contains("spec.updateStrategy.partition") && err.contains("not a percentage"),
+        "{err}"
+    );
+    // Negative replicas.
+    let err = ns
+        .apply(&cloneset_yaml("cs-neg", -1, ""))
+        .await
+        .expect_err("negative replicas");
+    assert!(err.contains("spec.replicas"), "{err}");
+    // Nothing invalid was stored.
+    for name in ["cs-surge", "cs-sel", "cs-part", "cs-neg"] {
+        assert!(
+            ns.api::<CloneSet>().get_opt(name).await.unwrap().is_none(),
+            "{name} must not exist"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_protection_blocks_delete() {
+    let ns = TestNamespace::new("cs-protect").await;
+    let _ctl = controller(&ns).await;
+    let yaml = cloneset_yaml("cs-demo", 1, "").replace(
+        "  name: cs-demo\n",
+        "  name: cs-demo\n  labels:\n    policy.kruise.io/delete-protection: Always\n",
+    );
+    ns.apply(&yaml).await.unwrap();
+    let api = ns.api::<CloneSet>();
+    let err = api
+        .delete("cs-demo", &DeleteParams::default())
+        .await
+        .expect_err("Always protects");
+    assert!(
+        err.to_string().contains(
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
+        ),
+        "{err}"
+    );
+    patch_cs(
+        &ns,
+        "cs-demo",
+        json!({"metadata": {"labels": {"policy.kruise.io/delete-protection": "Cascading"}}}),
+    )
+    .await;
+    let err = api
+        .delete("cs-demo", &DeleteParams::default())
+        .await
+        .expect_err("Cascading with replicas");
+    assert!(
+        err.to_string()
+            .contains("delete-protection=Cascading and replicas 1>0"),
+        "{err}"
+    );
+    patch_cs(&ns, "cs-demo", json!({"spec": {"replicas": 0}})).await;
+    api.delete("cs-demo", &DeleteParams::default())
+        .await
+        .expect("Cascading with 0 replicas may go");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_surge_creates_extra_pods_before_deleting_old_ones() {
+    let ns = TestNamespace::new("cs-surge").await;
+    let _ctl = controller(&ns).await;
+    ns.apply(&cloneset_yaml(
+        "cs-demo",
+        3,
+        "  updateStrategy:\n    maxSurge: 2\n    maxUnavailable: 0",
+    ))
+    .await
+    .unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 3).await;
+    let old_revision = label(&pods[0], keys::CONTROLLER_REVISION_HASH);
+    let tracker = PeakPods::start(&ns, "cs-demo");
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let peak = AtomicUsize::new(0);
+    let min_ready = AtomicUsize::new(usize::MAX);
+    wait_for("all 3 recreated at the new revision", MINUTE, || {
+        let ns = &ns;
+        let old_revision = old_revision.clone();
+        let (peak, min_ready) = (&peak, &min_ready);
+        async move {
+            let pods = pods_of(ns, "cs-demo").await;
+            peak.fetch_max(pods.len(), Ordering::SeqCst);
+            min_ready.fetch_min(
+                pods.iter().filter(|p| is_ready(p)).count(),
+                Ordering::SeqCst,
+            );
+            let done = pods.len() == 3
+                && pods.iter().all(|p| {
+                    is_ready(p) && label(p, keys::CONTROLLER_REVISION_HASH) != old_revision
+                });
+            if done {
+                Ok(())
+            } else {
+                Err(format!("{} pods", pods.len()))
+            }
+        }
+    })
+    .await;
+    let (peak, min_ready) = (
+        tracker.peak().max(peak.into_inner()),
+        min_ready.into_inner(),
+    );
+    assert_eq!(peak, 5, "replicas + maxSurge Pods at the peak");
+    assert!(
+        min_ready >= 3,
+        "maxUnavailable 0: never fewer than 3 ready (saw {min_ready})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weight_priority_updates_foo_before_bar_before_others() {
+    let ns = TestNamespace::new("cs-priority").await;
+    let _ctl = controller(&ns).await;
+    let strategy = "  minReadySeconds: 1\n  updateStrategy:\n    type: InPlaceIfPossible\n    maxUnavailable: 1\n    priorityStrategy:\n      weightPriority:\n      - weight: 50\n        matchSelector:\n          matchLabels:\n            test-key: foo\n      - weight: 30\n        matchSelector:\n          matchLabels:\n            test-key: bar";
+    ns.apply(&cloneset_yaml("cs-demo", 3, strategy))
+        .await
+        .unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 3).await;
+    let (bar, foo, other) = (pods[0].name_any(), pods[1].name_any(), pods[2].name_any());
+    label_pod(&ns, &bar, "test-key", "bar").await;
+    label_pod(&ns, &foo, "test-key", "foo").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    wait_status(&ns, "cs-demo", "all updated", |cs| {
+        cs.status
+            .as_ref()
+            .is_some_and(|s| s.updated_ready_replicas == 3)
+    })
+    .await;
+    assert_eq!(update_order(&ns, "cs-demo").await, [foo, bar, other]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scatter_spreads_matching_pods_through_the_update() {
+    // 6 Pods, 2 labelled foo=bar: scatter puts one first and the other last. With
+    // partition 1 and room to update 5 at once, the one Pod left behind is the last in
+    // the order, so it must be the second foo=bar Pod.
+    let ns = TestNamespace::new("cs-scatter").await;
+    let _ctl = controller(&ns).await;
+    let strategy = "  updateStrategy:\n    type: InPlaceIfPossible\n    maxUnavailable: 5\n    partition: 1\n    scatterStrategy:\n    - key: foo\n      value: bar";
+    ns.apply(&cloneset_yaml("cs-demo", 6, strategy))
+        .await
+        .unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 6).await;
+    // Label the two Pods that the default order would otherwise update first.
+    let marked: BTreeSet<String> = pods.iter().take(2).map(|p| p.name_any()).collect();
+    for name in &marked {
+        label_pod(&ns, name, "foo", "bar").await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    wait_status(&ns, "cs-demo", "5 updated", |cs| {
+        cs.status
+            .as_ref()
+            .is_some_and(|s| s.updated_ready_replicas == 5)
+    })
+    .await;
+    let left: Vec<String> = pods_of(&ns, "cs-demo")
+        .await
+        .iter()
+        .filter(|p| image(p) == "nginx:alpine")
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(left.len(), 1);
+    assert!(
+        marked.contains(&left[0]),
+        "the Pod kept for last ({}) is a foo=bar Pod {marked:?}",
+        left[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_delete_hook_holds_the_pod_until_its_finalizer_is_removed() {
+    let ns = TestNamespace::new("cs-predelete").await;
+    let _ctl = controller(&ns).await;
+    let yaml = cloneset_yaml("cs-demo", 2, "  lifecycle:\n    preDelete:\n      finalizersHandler:\n      - example.io/unready-blocker")
+        .replace("      labels:\n        app: cs-demo\n", "      labels:\n        app: cs-demo\n      finalizers:\n      - example.io/unready-blocker\n");
+    ns.apply(&yaml).await.unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 2).await;
+    patch_cs(&ns, "cs-demo", json!({"spec": {"replicas": 1}})).await;
+    let held = wait_for("one pod PreparingDelete", MINUTE, || async {
+        let pods = pods_of(&ns, "cs-demo").await;
+        pods.iter()
+            .find(|p| label(p, keys::LIFECYCLE_STATE) == "PreparingDelete")
+            .map(|p| p.name_any())
+            .ok_or_else(|| {
+                format!(
+                    "{:?}",
+                    pods.iter()
+                        .map(|p| label(p, keys::LIFECYCLE_STATE))
+                        .collect::<Vec<_>>()
+                )
+            })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        pods_of(&ns, "cs-demo")
+            .await
+            .iter()
+            .any(|p| p.name_any() == held),
+        "held by the hook"
+    );
+    // The user lets go: the Pod is deleted.
+    ns.api::<Pod>()
+        .patch(
+            &held,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    wait_for("the held pod gone", MINUTE, || async {
+        let names: Vec<String> = pods_of(&ns, "cs-demo")
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        if !names.contains(&held) && names.len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    // Clean up the other Pod's finalizer so the namespace can go.
+    for p in pods.iter().filter(|p| p.name_any() != held) {
+        let _ = ns
+            .api::<Pod>()
+            .patch(
+                &p.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_update_hook_walks_the_lifecycle_states() {
+    let ns = TestNamespace::new("cs-inplacehook").await;
+    let _ctl = controller(&ns).await;
+    let yaml = cloneset_yaml("cs-demo", 1, "  updateStrategy:\n    type: InPlaceIfPossible\n  lifecycle:\n    inPlaceUpdate:\n      finalizersHandler:\n      - example.io/unready-blocker")
+        .replace("      labels:\n        app: cs-demo\n", "      labels:\n        app: cs-demo\n      finalizers:\n      - example.io/unready-blocker\n");
+    ns.apply(&yaml).await.unwrap();
+    let pod = wait_ready_pods(&ns, "cs-demo", 1).await.remove(0);
+    let name = pod.name_any();
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let state = |want: &'static str| {
+        let ns = &ns;
+        let name = name.clone();
+        async move {
+            wait_for(&format!("state {want}"), MINUTE, || async {
+                let p = ns
+                    .api::<Pod>()
+                    .get(&name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let s = label(&p, keys::LIFECYCLE_STATE);
+                if s == want { Ok(p) } else { Err(s) }
+            })
+            .await
+        }
+    };
+    let p = state("PreparingUpdate").await;
+    assert_eq!(
+        image(&p),
+        "nginx:alpine",
+        "not updated while the hook holds it"
+    );
+    // Remove the finalizer: the update proceeds, then waits in Updated.
+    ns.api::<Pod>()
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let p = state("Updated").await;
+    assert_eq!(image(&p), "nginx:1.7.9");
+    assert_eq!(p.uid(), pod.uid(), "in place");
+    // Re-adding the finalizer returns the Pod to Normal.
+    ns.api::<Pod>()
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["example.io/unready-blocker"]}})),
+        )
+        .await
+        .unwrap();
+    state("Normal").await;
+    let _ = ns
+        .api::<Pod>()
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lower_deletion_cost_is_scaled_in_first() {
+    let ns = TestNamespace::new("cs-cost").await;
+    let _ctl = controller(&ns).await;
+    ns.apply(&cloneset_yaml("cs-demo", 3, "")).await.unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 3).await;
+    for (pod, cost) in pods.iter().zip(["10", "-5", "3"]) {
+        ns.api::<Pod>()
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"annotations": {keys::POD_DELETION_COST: cost}}}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    patch_cs(&ns, "cs-demo", json!({"spec": {"replicas": 2}})).await;
+    let cheapest = pods[1].name_any();
+    wait_for("the cheapest pod deleted", MINUTE, || async {
+        let names: Vec<String> = pods_of(&ns, "cs-demo")
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        if names.len() == 2 && !names.contains(&cheapest) {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_in_place_update_waits_before_changing_the_image() {
+    let ns = TestNamespace::new("cs-grace").await;
+    let _ctl = controller(&ns).await;
+    ns.apply(&cloneset_yaml("cs-demo", 1, "  updateStrategy:\n    type: InPlaceIfPossible\n    inPlaceUpdateStrategy:\n      gracePeriodSeconds: 3")).await.unwrap();
+    let pod = wait_ready_pods(&ns, "cs-demo", 1).await.remove(0);
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let not_ready_at = wait_for("the pod marked not ready first", MINUTE, || async {
+        let p = ns
+            .api::<Pod>()
+            .get(&pod.name_any())
+            .await
+            .map_err(|e| e.to_string())?;
+        if !is_ready(&p) {
+            Ok((std::time::Instant::now(), image(&p)))
+        } else {
+            Err("still ready".into())
+        }
+    })
+    .await;
+    assert_eq!(
+        not_ready_at.1, "nginx:alpine",
+        "image unchanged when it goes not-ready"
+    );
+    let changed_at = wait_for("the image changed", MINUTE, || async {
+        let p = ns
+            .api::<Pod>()
+            .get(&pod.name_any())
+            .await
+            .map_err(|e| e.to_string())?;
+        if image(&p) == "nginx:1.7.9" {
+            Ok(std::time::Instant::now())
+        } else {
+            Err("old image".into())
+        }
+    })
+    .await;
+    let waited = changed_at.duration_since(not_ready_at.0);
+    assert!(
+        waited >= Duration::from_millis(2500),
+        "image changed {waited:?} after not-ready; grace is 3s"
+    );
+    wait_ready_pods(&ns, "cs-demo", 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_restart_mid_rollout_creates_no_extra_pod_and_loses_none() {
+    let ns = TestNamespace::new("cs-restart").await;
+    let ctl = controller(&ns).await;
+    ns.apply(&cloneset_yaml(
+        "cs-demo",
+        6,
+        "  minReadySeconds: 1\n  updateStrategy:\n    maxUnavailable: 1",
+    ))
+    .await
+    .unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 6).await;
+    let old_revision = label(&pods[0], keys::CONTROLLER_REVISION_HASH);
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let tracker = PeakPods::start(&ns, "cs-demo");
+    // Let the rollout get going, then replace the controller.
+    wait_status(&ns, "cs-demo", "the rollout started", |cs| {
+        cs.status.as_ref().is_some_and(|s| s.updated_replicas >= 1)
+    })
+    .await;
+    ctl.stop().await;
+    let _ctl = controller(&ns).await;
+    let peak = AtomicUsize::new(0);
+    wait_for("all 6 updated", Duration::from_secs(90), || {
+        let (ns, old_revision, peak) = (&ns, old_revision.clone(), &peak);
+        async move {
+            let pods = pods_of(ns, "cs-demo").await;
+            peak.fetch_max(pods.len(), Ordering::SeqCst);
+            let done = pods.len() == 6
+                && pods.iter().all(|p| {
+                    is_ready(p) && label(p, keys::CONTROLLER_REVISION_HASH) != old_revision
+                });
+            if done {
+                Ok(())
+            } else {
+                Err(format!("{} pods", pods.len()))
+            }
+        }
+    })
+    .await;
+    let peak = tracker.peak().max(peak.into_inner());
+    assert!(
+        peak <= 6,
+        "never more than replicas Pods without surge (saw {peak})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predownload_gate_creates_an_image_pull_job() {
+    let ns = TestNamespace::new("cs-predownload").await;
+    let _ctl = controller_with_gates(&ns, "PreDownloadImageForInPlaceUpdate=true").await;
+    let yaml = cloneset_yaml("cs-demo", 4, "  updateStrategy:\n    type: InPlaceIfPossible\n    partition: 2")
+        .replace("  name: cs-demo\n", "  name: cs-demo\n  annotations:\n    apps.kruise.io/image-predownload-parallelism: \"5\"\n");
+    ns.apply(&yaml).await.unwrap();
+    wait_ready_pods(&ns, "cs-demo", 4).await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let cs = wait_status(&ns, "cs-demo", "the new revision", |cs| {
+        cs.status.as_ref().is_some_and(|s| s.updated_replicas == 2)
+    })
+    .await;
+    let revision = cs.status.unwrap().update_revision;
+    let jobs: Api<kruise_api::apps_v1alpha1::ImagePullJob> = ns.api();
+    let job = wait_for("the ImagePullJob", MINUTE, || async {
+        jobs.get_opt(&format!("{revision}-nginx"))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no job yet".to_string())
+    })
+    .await;
+    assert_eq!(job.spec.image, "nginx:1.7.9");
+    assert_eq!(
+        job.spec.template.parallelism,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(5))
+    );
+    assert_eq!(job.owner_references()[0].name, "cs-demo");
+    wait_event(
+        &ns,
+        "cs-demo",
+        "CreatedImagePullJob",
+        &format!("created ImagePullJob {revision}-nginx for image: nginx:1.7.9"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_hash_gate_labels_pods_with_the_hash_only() {
+    let ns = TestNamespace::new("cs-shorthash").await;
+    let _ctl = controller_with_gates(&ns, "CloneSetShortHash=true").await;
+    ns.apply(&cloneset_yaml("cs-demo", 2, "")).await.unwrap();
+    let pods = wait_ready_pods(&ns, "cs-demo", 2).await;
+    let revision = cloneset(&ns, "cs-demo")
+        .await
+        .status
+        .unwrap()
+        .update_revision;
+    for p in &pods {
+        assert_eq!(
+            format!("cs-demo-{}", label(p, keys::CONTROLLER_REVISION_HASH)),
+            revision
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_rollback_gate_moves_pods_back_when_partition_rises() {
+    let ns = TestNamespace::new("cs-rollback").await;
+    let _ctl = controller_with_gates(&ns, "CloneSetPartitionRollback=true").await;
+    ns.apply(&cloneset_yaml(
+        "cs-demo",
+        5,
+        "  updateStrategy:\n    type: InPlaceIfPossible\n    maxUnavailable: 5",
+    ))
+    .await
+    .unwrap();
+    wait_ready_pods(&ns, "cs-demo", 5).await;
+    patch_cs(
+        &ns,
+        "cs-demo",
+        json!({"spec": {"updateStrategy": {"partition": 2}}}),
+    )
+    .await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    wait_status(&ns, "cs-demo", "3 updated", |cs| {
+        cs.status
+            .as_ref()
+            .is_some_and(|s| s.updated_ready_replicas == 3)
+    })
+    .await;
+    patch_cs(
+        &ns,
+        "cs-demo",
+        json!({"spec": {"updateStrategy": {"partition": 4}}}),
+    )
+    .await;
+    wait_status(&ns, "cs-demo", "rolled back to 1 updated", |cs| {
+        cs.status
+            .as_ref()
+            .is_some_and(|s| s.updated_replicas == 1 && s.ready_replicas == 5)
+    })
+    .await;
+    let pods = pods_of(&ns, "cs-demo").await;
+    assert_eq!(
+        pods.iter().filter(|p| image(p) == "nginx:alpine").count(),
+        4,
+        "rolled back in place"
+    );
 }

@@ -8,6 +8,7 @@
 
 pub mod diffs;
 pub mod pods;
+pub mod predownload;
 pub mod scale;
 pub mod status;
 pub mod update;
@@ -38,6 +39,8 @@ pub struct Options {
     pub preparing_update_as_update: bool,
     /// Process-wide `cloneset-scaling-exclude-preparing-delete` flag.
     pub exclude_preparing_delete: bool,
+    /// `PreDownloadImageForInPlaceUpdate` (with `KruiseDaemon`).
+    pub predownload: bool,
 }
 
 /// Everything the plan looks at.
