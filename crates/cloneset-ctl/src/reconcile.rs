@@ -45,6 +45,14 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
 
 pub fn error_policy(cs: Arc<CloneSet>, err: &Error, ctx: Arc<Context>) -> Action {
     let key = kruise_runtime::cache::key(cs.as_ref());
+    // Its namespace is going away; the CloneSet will follow. Nothing to retry.
+    if let Error::Kube(kube::Error::Api(s)) = err
+        && s.code == 403
+        && s.message.contains("because it is being terminated")
+    {
+        tracing::debug!(cloneset = %key, "namespace terminating");
+        return Action::await_change();
+    }
     let wait = ctx.backoff.failed(&key);
     tracing::warn!(cloneset = %key, error = %err, retry_in = ?wait, "reconcile failed");
     Action::requeue(wait)

@@ -642,6 +642,10 @@ pub fn configurations(
     let suffix = watch_namespace
         .map(|ns| format!("-{ns}"))
         .unwrap_or_default();
+    // Scoped configurations carry their namespace, so whoever removes the namespace can
+    // find them (`-l apps.kruise.io/webhook-scope=<ns>`).
+    let labels = watch_namespace
+        .map(|ns| BTreeMap::from([(keys::WEBHOOK_SCOPE.to_string(), ns.to_string())]));
     let namespace_selector = watch_namespace.map(|ns| LabelSelector {
         match_labels: Some(BTreeMap::from([(
             "kubernetes.io/metadata.name".to_string(),
@@ -663,6 +667,7 @@ pub fn configurations(
     let validating = ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(format!("kruise-cloneset-validating{suffix}")),
+            labels: labels.clone(),
             ..Default::default()
         },
         webhooks: Some(vec![ValidatingWebhook {
@@ -680,6 +685,7 @@ pub fn configurations(
     let mutating = MutatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(format!("kruise-cloneset-mutating{suffix}")),
+            labels,
             ..Default::default()
         },
         webhooks: Some(vec![MutatingWebhook {
@@ -1023,6 +1029,19 @@ mod tests {
         );
         cs.spec.replicas = Some(0);
         assert_eq!(deletion_denied(&cs), None);
+    }
+
+    #[test]
+    fn scoped_configurations_name_and_label_their_namespace() {
+        let (v, m) = configurations(Some("e2e-x"));
+        assert_eq!(v[0].metadata.name.as_deref(), Some("kruise-cloneset-validating-e2e-x"));
+        assert_eq!(v[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE], "e2e-x");
+        assert_eq!(m[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE], "e2e-x");
+        let selector = v[0].webhooks.as_ref().unwrap()[0].namespace_selector.clone().unwrap();
+        assert_eq!(selector.match_labels.unwrap()["kubernetes.io/metadata.name"], "e2e-x");
+        let (v, _) = configurations(None);
+        assert_eq!(v[0].metadata.name.as_deref(), Some("kruise-cloneset-validating"));
+        assert!(v[0].metadata.labels.is_none());
     }
 
     #[test]
