@@ -60,8 +60,9 @@ e2e: cluster ## end-to-end tests against the local cluster
 test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 	@tests/test.sh
 
-bench: cluster ## benchmarks on the local cluster (not part of make test)
-	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --release --quiet -- --ignored --test-threads=1 bench_
+bench: cluster ## benchmarks on the local cluster (not part of make test); results in target/bench/
+	cargo build --release --quiet --bins
+	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --release --quiet -- --ignored --test-threads=1 --nocapture bench_
 
 images: ## one image per controller binary (needs a Docker engine)
 	@tests/images.sh

@@ -1307,3 +1307,70 @@ async fn partition_rollback_gate_moves_pods_back_when_partition_rises() {
         "rolled back in place"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mark_pod_not_ready_holds_readiness_while_the_hook_holds_the_pod() {
+    let ns = TestNamespace::new("cs-marknotready").await;
+    let _ctl = controller(&ns).await;
+    let yaml = cloneset_yaml(
+        "cs-demo",
+        1,
+        "  updateStrategy:\n    type: InPlaceIfPossible\n  lifecycle:\n    inPlaceUpdate:\n      markPodNotReady: true\n      finalizersHandler:\n      - example.io/unready-blocker",
+    )
+    .replace("      labels:\n        app: cs-demo\n", "      labels:\n        app: cs-demo\n      finalizers:\n      - example.io/unready-blocker\n");
+    ns.apply(&yaml).await.unwrap();
+    let pod = wait_ready_pods(&ns, "cs-demo", 1).await.remove(0);
+    let name = pod.name_any();
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let held = wait_for("PreparingUpdate and not ready", MINUTE, || async {
+        let p = ns
+            .api::<Pod>()
+            .get(&name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let state = label(&p, keys::LIFECYCLE_STATE);
+        if state == "PreparingUpdate" && !is_ready(&p) {
+            Ok(p)
+        } else {
+            Err(format!("{state}, ready {}", is_ready(&p)))
+        }
+    })
+    .await;
+    let condition = held
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == keys::KRUISE_POD_READY)
+        .unwrap();
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition
+            .message
+            .unwrap_or_default()
+            .contains("preUpdateHook")
+    );
+    // Let go: the update completes and readiness comes back.
+    ns.api::<Pod>()
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    wait_for("updated and ready again", MINUTE, || async {
+        let p = ns
+            .api::<Pod>()
+            .get(&name)
+            .await
+            .map_err(|e| e.to_string())?;
+        if image(&p) == "nginx:1.7.9" && is_ready(&p) {
+            Ok(())
+        } else {
+            Err(format!("{} ready {}", image(&p), is_ready(&p)))
+        }
+    })
+    .await;
+}

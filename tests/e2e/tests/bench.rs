@@ -1,0 +1,307 @@
+//! Benchmarks on the local cluster (`make bench`; ignored by `make test`).
+//!
+//! CloneSet: 0 → 1000 Pods Ready, then a 1000-Pod in-place image update, with
+//! `cloneset-ctl` (release build, as its own process) at the default limits (30 QPS,
+//! burst 50, 3 workers) and unthrottled. Reports wall time, API requests by verb per Pod
+//! and the controller's peak RSS; prints a table and writes `target/bench/cloneset.json`.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use kruise_api::apps_v1alpha1::CloneSet;
+use kruise_e2e::{TestNamespace, kubeconfig_path, repo_root, wait_for};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const PODS: i32 = 1000;
+/// Extra kwok nodes so 1000 Pods fit (the cluster's 4 nodes hold ~440).
+const EXTRA_NODES: usize = 7;
+
+struct Controller {
+    child: Child,
+    admin: u16,
+}
+
+impl Controller {
+    fn start(namespace: &str, qps: f64, burst: u32, admin: u16) -> Self {
+        let bin = repo_root().join("target/release/cloneset-ctl");
+        assert!(
+            bin.exists(),
+            "build it first: cargo build --release -p cloneset-ctl (make bench does)"
+        );
+        let child = Command::new(bin)
+            .env("KUBECONFIG", kubeconfig_path())
+            .env("KRUISE_WATCH_NAMESPACE", namespace)
+            .env("KRUISE_LEADER_ELECT", "false")
+            .env("KRUISE_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
+            .env("KRUISE_WEBHOOK_ADDR", "127.0.0.1:0")
+            .env("KRUISE_WEBHOOK_URL", "https://127.0.0.1:0")
+            .env("KRUISE_KUBE_QPS", qps.to_string())
+            .env("KRUISE_KUBE_BURST", burst.to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cloneset-ctl");
+        Controller { child, admin }
+    }
+
+    async fn wait_ready(&self) {
+        let url = format!("http://127.0.0.1:{}/readyz", self.admin);
+        wait_for("cloneset-ctl ready", Duration::from_secs(60), || {
+            let url = url.clone();
+            async move {
+                if http_get(&url).await.is_some_and(|b| b.starts_with("ok")) {
+                    Ok(())
+                } else {
+                    Err("not ready".into())
+                }
+            }
+        })
+        .await;
+    }
+
+    /// `kruise_api_requests_total` summed by verb (all resources, all codes).
+    async fn requests_by_verb(&self) -> BTreeMap<String, f64> {
+        let text = http_get(&format!("http://127.0.0.1:{}/metrics", self.admin))
+            .await
+            .unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("kruise_api_requests_total{"))
+        {
+            let verb = line
+                .split("verb=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("?");
+            let value: f64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0);
+            *out.entry(verb.to_string()).or_default() += value;
+        }
+        out
+    }
+
+    /// Peak resident set size in MiB (VmHWM).
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http_get(url: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://")?;
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}")))?;
+    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .ok()?;
+    let mut buf = String::new();
+    stream.read_to_string(&mut buf).await.ok()?;
+    buf.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.0)
+        .collect()
+}
+
+fn per_pod(requests: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    requests
+        .iter()
+        .map(|(k, v)| (k.clone(), (v / f64::from(PODS) * 100.0).round() / 100.0))
+        .collect()
+}
+
+async fn add_nodes(client: &kube::Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for i in 0..EXTRA_NODES {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": format!("bench-node-{i}"),
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+                "labels": {"type": "kwok", "kubernetes.io/hostname": format!("bench-node-{i}"), "topology.kubernetes.io/zone": if i % 2 == 0 { "zone-a" } else { "zone-b" }}
+            },
+            "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "150"}, "capacity": {"cpu": "32", "memory": "256Gi", "pods": "150"}}
+        }))
+        .unwrap();
+        let _ = nodes.create(&PostParams::default(), &node).await;
+    }
+    // New nodes are tainted not-ready by admission until a node controller lifts it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..EXTRA_NODES {
+        let name = format!("bench-node-{i}");
+        let _ = nodes
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"taints": null}})),
+            )
+            .await;
+    }
+}
+
+async fn remove_nodes(client: &kube::Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for i in 0..EXTRA_NODES {
+        let _ = nodes
+            .delete(&format!("bench-node-{i}"), &DeleteParams::default())
+            .await;
+    }
+}
+
+/// One run: scale 0 → 1000, then update all 1000 in place.
+async fn run(label: &str, qps: f64, burst: u32, admin: u16) -> serde_json::Value {
+    let ns = TestNamespace::new(&format!("bench-{label}")).await;
+    let ctl = Controller::start(&ns.name, qps, burst, admin);
+    ctl.wait_ready().await;
+    let api: Api<CloneSet> = ns.api();
+    let cs: CloneSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "bench"},
+        "spec": {
+            "replicas": PODS,
+            "selector": {"matchLabels": {"app": "bench"}},
+            "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}},
+            "updateStrategy": {"type": "InPlaceIfPossible"}
+        }
+    }))
+    .unwrap();
+    let before = ctl.requests_by_verb().await;
+    let started = Instant::now();
+    api.create(&PostParams::default(), &cs)
+        .await
+        .expect("create cloneset");
+    wait_for("1000 ready", Duration::from_secs(1200), || async {
+        let s = api
+            .get("bench")
+            .await
+            .map_err(|e| e.to_string())?
+            .status
+            .unwrap_or_default();
+        if s.ready_replicas == PODS {
+            Ok(())
+        } else {
+            Err(format!("{} ready", s.ready_replicas))
+        }
+    })
+    .await;
+    let scale_secs = started.elapsed().as_secs_f64();
+    let after_scale = ctl.requests_by_verb().await;
+
+    let started = Instant::now();
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "nginx:1.27"}])).unwrap();
+    api.patch("bench", &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect("update image");
+    wait_for(
+        "1000 updated in place",
+        Duration::from_secs(1800),
+        || async {
+            let cs = api.get("bench").await.map_err(|e| e.to_string())?;
+            let s = cs.status.unwrap_or_default();
+            let done = s.observed_generation == cs.metadata.generation.unwrap_or_default()
+                && s.updated_ready_replicas == PODS
+                && s.ready_replicas == PODS;
+            if done {
+                Ok(())
+            } else {
+                Err(format!("{} updated ready", s.updated_ready_replicas))
+            }
+        },
+    )
+    .await;
+    let update_secs = started.elapsed().as_secs_f64();
+    let after_update = ctl.requests_by_verb().await;
+    let scale_requests = delta(&after_scale, &before);
+    let update_requests = delta(&after_update, &after_scale);
+    let result = json!({
+        "run": label,
+        "qps": qps,
+        "burst": burst,
+        "workers": 3,
+        "pods": PODS,
+        "scale_up_seconds": (scale_secs * 10.0).round() / 10.0,
+        "inplace_update_seconds": (update_secs * 10.0).round() / 10.0,
+        "scale_up_requests_per_pod": per_pod(&scale_requests),
+        "inplace_update_requests_per_pod": per_pod(&update_requests),
+        "peak_rss_mib": (ctl.peak_rss_mib() * 10.0).round() / 10.0,
+    });
+    drop(ctl);
+    let _ = api.delete("bench", &DeleteParams::default()).await;
+    result
+}
+
+#[tokio::test]
+#[ignore = "benchmark: make bench"]
+async fn bench_cloneset_1000_pods() {
+    let client = kruise_e2e::client().await;
+    add_nodes(&client).await;
+    let default = run("default", 30.0, 50, 18801).await;
+    let unthrottled = run("unthrottled", 0.0, 50, 18802).await;
+    remove_nodes(&client).await;
+
+    println!("\nCloneSet benchmark: {PODS} Pods on kwok, cloneset-ctl release build, 3 workers");
+    println!(
+        "{:<12} {:>10} {:>12} {:>14} {:>10}",
+        "limits", "scale (s)", "in-place (s)", "peak RSS MiB", ""
+    );
+    for r in [&default, &unthrottled] {
+        println!(
+            "{:<12} {:>10} {:>12} {:>14}",
+            r["run"].as_str().unwrap(),
+            r["scale_up_seconds"],
+            r["inplace_update_seconds"],
+            r["peak_rss_mib"]
+        );
+    }
+    for r in [&default, &unthrottled] {
+        println!(
+            "{} scale-up requests/pod: {}",
+            r["run"].as_str().unwrap(),
+            r["scale_up_requests_per_pod"]
+        );
+        println!(
+            "{} in-place requests/pod: {}",
+            r["run"].as_str().unwrap(),
+            r["inplace_update_requests_per_pod"]
+        );
+    }
+    let dir = repo_root().join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = json!({"cloneset": [default, unthrottled]});
+    std::fs::write(
+        dir.join("cloneset.json"),
+        serde_json::to_string_pretty(&report).unwrap(),
+    )
+    .unwrap();
+    println!("written to target/bench/cloneset.json");
+}
