@@ -231,7 +231,14 @@ async fn scenario_create_three_pods_directly() {
     let ns = TestNamespace::new("cs-create").await;
     let _ctl = controller(&ns).await;
     ns.apply(&cloneset_yaml("cs-demo", 3, "")).await.unwrap();
-    let pods = wait_ready_pods(&ns, "cs-demo", 3).await;
+    wait_ready_pods(&ns, "cs-demo", 3).await;
+    // Scheduled Pods move from PreparingNormal to Normal (no preNormal hook).
+    let pods = wait_for("3 Normal pods", MINUTE, || async {
+        let pods = pods_of(&ns, "cs-demo").await;
+        let normal = pods.iter().filter(|p| label(p, keys::LIFECYCLE_STATE) == "Normal").count();
+        if normal == 3 { Ok(pods) } else { Err(format!("{normal} Normal")) }
+    })
+    .await;
     let cs = cloneset(&ns, "cs-demo").await;
     for pod in &pods {
         let name = pod.name_any();
@@ -248,7 +255,6 @@ async fn scenario_create_three_pods_directly() {
             ("CloneSet", cs.uid().unwrap().as_str(), Some(true))
         );
         assert!(label(pod, keys::CONTROLLER_REVISION_HASH).starts_with("cs-demo-"));
-        assert_eq!(label(pod, keys::LIFECYCLE_STATE), "Normal");
     }
     let cs = wait_status(&ns, "cs-demo", "status 3/3", |cs| {
         cs.status
@@ -299,6 +305,13 @@ async fn scenario_create_three_pods_directly() {
     // No ReplicaSet: the Pods are the CloneSet's own.
     let (_, rs, _) = kubectl(&["get", "replicasets", "-n", &ns.name, "-o", "name"], None);
     assert!(rs.trim().is_empty(), "{rs}");
+    // The scale subresource: `kubectl scale` works like on a Deployment.
+    let scale_ns = ns.name.clone();
+    let (ok, _, err) = tokio::task::spawn_blocking(move || kubectl(&["scale", "cloneset/cs-demo", "--replicas=4", "-n", &scale_ns], None))
+        .await
+        .unwrap();
+    assert!(ok, "kubectl scale: {err}");
+    wait_ready_pods(&ns, "cs-demo", 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
