@@ -62,10 +62,12 @@ test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 
 bench: cluster ## benchmarks on the local cluster (not part of make test); results in target/bench/
 	cargo build --release --quiet --bins
-	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --release --quiet -- --ignored --test-threads=1 --nocapture bench_
+	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --ignored --test-threads=1 --nocapture bench_
 
-images: ## one image per controller binary (needs a Docker engine)
+images: ## one image per controller binary (needs a Docker engine; tests/images.sh --local without one)
 	@tests/images.sh
 
-deploy: ## kustomize to the cluster in $$KUBECONFIG
-	kubectl apply -k kustomize/overlays/all
+OVERLAY ?= all
+KUBECTL ?= kubectl
+deploy: ## kustomize to the cluster in $$KUBECONFIG: OVERLAY=all (default) or one controller, e.g. OVERLAY=cloneset
+	$(KUBECTL) apply -k kustomize/overlays/$(OVERLAY)

@@ -19,7 +19,9 @@ if ! need go; then
   exit 1
 fi
 missing=()
-for tool in openssl curl setsid; do need "$tool" || missing+=("$tool"); done
+# prometheus: the deploy e2e tests scrape the controllers with it (Debian's package; only
+# the binary is used, on a free port, started and stopped by the test).
+for tool in openssl curl setsid prometheus; do need "$tool" || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}" >&2
   pkgs=()
@@ -28,5 +30,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
-  $sudo_cmd apt-get update -qq && $sudo_cmd apt-get install -y -qq "${pkgs[@]}"
+  $sudo_cmd apt-get update -qq &&
+    $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}"
 fi

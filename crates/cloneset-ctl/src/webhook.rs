@@ -1034,13 +1034,31 @@ mod tests {
     #[test]
     fn scoped_configurations_name_and_label_their_namespace() {
         let (v, m) = configurations(Some("e2e-x"));
-        assert_eq!(v[0].metadata.name.as_deref(), Some("kruise-cloneset-validating-e2e-x"));
-        assert_eq!(v[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE], "e2e-x");
-        assert_eq!(m[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE], "e2e-x");
-        let selector = v[0].webhooks.as_ref().unwrap()[0].namespace_selector.clone().unwrap();
-        assert_eq!(selector.match_labels.unwrap()["kubernetes.io/metadata.name"], "e2e-x");
+        assert_eq!(
+            v[0].metadata.name.as_deref(),
+            Some("kruise-cloneset-validating-e2e-x")
+        );
+        assert_eq!(
+            v[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE],
+            "e2e-x"
+        );
+        assert_eq!(
+            m[0].metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE],
+            "e2e-x"
+        );
+        let selector = v[0].webhooks.as_ref().unwrap()[0]
+            .namespace_selector
+            .clone()
+            .unwrap();
+        assert_eq!(
+            selector.match_labels.unwrap()["kubernetes.io/metadata.name"],
+            "e2e-x"
+        );
         let (v, _) = configurations(None);
-        assert_eq!(v[0].metadata.name.as_deref(), Some("kruise-cloneset-validating"));
+        assert_eq!(
+            v[0].metadata.name.as_deref(),
+            Some("kruise-cloneset-validating")
+        );
         assert!(v[0].metadata.labels.is_none());
     }
 

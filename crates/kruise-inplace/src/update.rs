@@ -634,6 +634,24 @@ mod tests {
     }
 
     #[test]
+    fn metadata_and_images_patch_touches_only_what_it_is_given() {
+        let p = pod(&[("app", "nginx:1"), ("sidecar", "busybox")]);
+        let annotations = BTreeMap::from([
+            ("a".to_string(), Some("1".to_string())),
+            ("gone".to_string(), None),
+        ]);
+        let images = BTreeMap::from([("sidecar".to_string(), "busybox:1.35.0".to_string())]);
+        let patch = metadata_and_images_patch(&p, &BTreeMap::new(), &annotations, &images);
+        assert_eq!(
+            patch,
+            json!({
+                "metadata": {"resourceVersion": "42", "annotations": {"a": "1", "gone": null}},
+                "spec": {"containers": [{"name": "sidecar", "image": "busybox:1.35.0"}]}
+            })
+        );
+    }
+
+    #[test]
     fn plain_update_is_three_writes() {
         let mut p = pod(&[("nginx", "nginx:alpine")]);
         let labels = BTreeMap::from([(

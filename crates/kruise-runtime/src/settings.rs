@@ -47,6 +47,11 @@ pub struct Settings {
     /// `KRUISE_WEBHOOK_CERT_DIR`: load `tls.crt`/`tls.key`/`ca.crt` from here instead of
     /// generating a self-signed CA.
     pub webhook_cert_dir: Option<String>,
+    /// `KRUISE_WEBHOOK_CA_SECRET`: the name of a Secret in `KRUISE_NAMESPACE` holding the
+    /// generated CA and serving certificate, shared by every replica (the first one
+    /// writes it, the others load it; rotations are written there). Unset: the CA lives
+    /// in this process only, fine for one replica.
+    pub webhook_ca_secret: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -74,6 +79,7 @@ impl Default for Settings {
             webhook_url: None,
             webhook_service: None,
             webhook_cert_dir: None,
+            webhook_ca_secret: None,
         }
     }
 }
@@ -220,6 +226,13 @@ mod tests {
         assert!(!s.leader_elect);
         assert_eq!(s.log_format, LogFormat::Json);
         assert_eq!(s.admin_addr.port(), 9000);
+        let s = Settings::from_vars(vars(&[("KRUISE_WEBHOOK_CA_SECRET", "cloneset-webhook-ca")]))
+            .unwrap();
+        assert_eq!(s.webhook_ca_secret.as_deref(), Some("cloneset-webhook-ca"));
+        assert_eq!(
+            Settings::from_vars(vars(&[])).unwrap().webhook_ca_secret,
+            None
+        );
     }
 
     #[test]

@@ -1,1 +1,230 @@
-//! The SidecarSet controller (being written).
+//! The SidecarSet controller and its admission webhooks: `run()` builds the caches,
+//! serves admission (Pod injection, SidecarSet defaulting and validation), keeps the Pod
+//! webhook's matchCondition in step with the SidecarSets, and reconciles while it leads.
+//! Everything it decides is pure ([`inject`], [`plan`], [`validation`], [`conditions`]);
+//! [`webhook`], [`reconcile`] and [`execute`] are the thin I/O around it.
+
+pub mod conditions;
+pub mod context;
+pub mod defaults;
+pub mod error;
+pub mod events;
+pub mod execute;
+pub mod hash;
+pub mod inject;
+pub mod matching;
+pub mod plan;
+pub mod reconcile;
+pub mod revisions;
+pub mod validation;
+pub mod webhook;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kruise_api::apps_v1alpha1::SidecarSet;
+use kruise_api::keys;
+use kruise_runtime::cache::prune_metadata;
+use kruise_runtime::{Backoff, Cache, Instruments, Runtime, Tolerant, WebhookServer};
+use kruise_workload::{Expectations, PodControl};
+use kube::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use crate::context::{Context, Coverage};
+pub use crate::events::CONTROLLER_NAME;
+
+/// Pods carry nothing we need until something was injected into them: keep only their
+/// names, so watching every Pod costs little memory.
+fn prune_pod(p: &mut Pod) {
+    prune_metadata(&mut p.metadata);
+    let injected = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(keys::SIDECARSET_INJECTED_LIST));
+    if !injected {
+        p.metadata.labels = None;
+        p.metadata.annotations = None;
+        p.metadata.owner_references = None;
+        p.metadata.finalizers = None;
+        p.spec = None;
+        p.status = None;
+    }
+}
+
+fn prune_revision(r: &mut ControllerRevision) {
+    prune_metadata(&mut r.metadata);
+}
+
+/// The caches and the shared context.
+pub fn context(runtime: &Runtime) -> Arc<Context> {
+    let scope = runtime.settings.watch_namespace.clone();
+    let revision_namespace = scope
+        .clone()
+        .unwrap_or_else(|| runtime.settings.namespace.clone());
+    let pods_api: Api<Pod> = match &scope {
+        Some(ns) => Api::namespaced(runtime.client.clone(), ns),
+        None => Api::all(runtime.client.clone()),
+    };
+    let namespaces_config = match &scope {
+        Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
+        None => watcher::Config::default(),
+    };
+    let sidecarsets = Cache::spawn_tolerant(
+        Api::<Tolerant<SidecarSet>>::all(runtime.client.clone()),
+        watcher::Config::default(),
+        |ss: &mut SidecarSet| prune_metadata(&mut ss.metadata),
+        runtime.readiness.register("cache sidecarsets"),
+    );
+    let pods = Cache::spawn(
+        pods_api,
+        watcher::Config::default(),
+        prune_pod,
+        runtime.readiness.register("cache pods"),
+    );
+    let namespaces = Cache::spawn(
+        Api::<Namespace>::all(runtime.client.clone()),
+        namespaces_config,
+        |n: &mut Namespace| {
+            prune_metadata(&mut n.metadata);
+            n.spec = None;
+            n.status = None;
+        },
+        runtime.readiness.register("cache namespaces"),
+    );
+    let revisions = Cache::spawn(
+        Api::<ControllerRevision>::namespaced(runtime.client.clone(), &revision_namespace),
+        watcher::Config::default().labels(keys::SIDECARSET_NAME_LABEL),
+        prune_revision,
+        runtime.readiness.register("cache controllerrevisions"),
+    );
+    // The caches' own readiness (every registered check, the webhook's TLS included):
+    // polled rather than awaited through the stores, because a store wakes only one of
+    // several tasks awaiting `wait_until_ready` (the controller awaits it too).
+    let synced = Arc::new(AtomicBool::new(false));
+    {
+        let (readiness, flag) = (runtime.readiness.clone(), synced.clone());
+        tokio::spawn(async move {
+            while !readiness.is_ready() {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            flag.store(true, Ordering::Release);
+        });
+    }
+    Arc::new(Context {
+        client: runtime.client.clone(),
+        sidecarsets,
+        pods,
+        namespaces,
+        revisions,
+        revision_namespace,
+        watch_namespace: scope,
+        control: PodControl::new(
+            runtime.client.clone(),
+            runtime.events(),
+            runtime.metrics.clone(),
+            CONTROLLER_NAME,
+        ),
+        expectations: Expectations::new(kruise_workload::expectations::DEFAULT_TIMEOUT),
+        instruments: Instruments::new(runtime.metrics.clone(), CONTROLLER_NAME),
+        backoff: Backoff::default(),
+        synced,
+        coverage: Coverage::default(),
+    })
+}
+
+/// Runs until shutdown: every replica serves admission and keeps the webhook
+/// configuration current; only the lease holder reconciles.
+pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
+    let ctx = context(&runtime);
+    let server = WebhookServer::start(&runtime, webhook::routes(ctx.clone())).await?;
+    let scope = runtime.settings.watch_namespace.clone();
+    let registrable =
+        runtime.settings.webhook_url.is_some() || runtime.settings.webhook_service.is_some();
+    if registrable {
+        // Registered once the SidecarSets are listed, with the matchCondition they give:
+        // registering earlier would briefly narrow the Pod webhook to nothing.
+        tokio::spawn(webhook::keep_conditions(server.clone(), ctx.clone()));
+    } else {
+        ctx.coverage.set_everything();
+        tracing::warn!(
+            "KRUISE_WEBHOOK_URL and KRUISE_WEBHOOK_SERVICE unset: webhook configurations not registered"
+        );
+    }
+    let workers = runtime.settings.workers;
+    runtime
+        .run_while_leader(|| {
+            let ctx = ctx.clone();
+            async move { controller(ctx, workers).await }
+        })
+        .await?;
+    // A namespace-scoped instance (tests, namespaced installs) removes its own
+    // configurations; a cluster-wide one leaves them for the next replica.
+    if registrable && let Some(ns) = scope.as_deref() {
+        remove_configurations(&runtime, ns).await;
+    }
+    Ok(())
+}
+
+async fn remove_configurations(runtime: &Runtime, scope: &str) {
+    let (validating, mutating) = webhook::configurations(Some(scope), None);
+    let dp = kube::api::DeleteParams::default();
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(runtime.client.clone());
+    let _ = v
+        .delete(validating.metadata.name.as_deref().unwrap_or_default(), &dp)
+        .await;
+    let m: Api<MutatingWebhookConfiguration> = Api::all(runtime.client.clone());
+    let _ = m
+        .delete(mutating.metadata.name.as_deref().unwrap_or_default(), &dp)
+        .await;
+}
+
+/// One controller run over the shared caches.
+pub async fn controller(ctx: Arc<Context>, workers: u16) {
+    let instruments = ctx.instruments.clone();
+    let on_sidecarset = instruments.clone();
+    let sidecarsets = ctx.sidecarsets.subscribe().inspect(move |ss| {
+        on_sidecarset.triggered(kruise_runtime::cache::key(ss.as_ref()));
+    });
+    let on_pod = instruments.clone();
+    // A Pod wakes every SidecarSet it names in its injected list.
+    let by_pod = move |pod: Arc<Pod>| {
+        let refs: Vec<ObjectRef<SidecarSet>> = matching::injected_list(&pod)
+            .into_iter()
+            .map(|name| {
+                on_pod.triggered(name.to_string());
+                ObjectRef::new(name)
+            })
+            .collect();
+        refs
+    };
+    // A Namespace's labels decide namespaceSelector scopes.
+    let store = ctx.sidecarsets.store().clone();
+    let by_namespace = move |_: Arc<Namespace>| {
+        store
+            .state()
+            .into_iter()
+            .filter(|ss| ss.spec.namespace_selector.is_some())
+            .map(|ss| ObjectRef::from_obj(ss.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let config = ControllerConfig::default()
+        .concurrency(workers)
+        .debounce(Duration::from_millis(50));
+    Controller::for_shared_stream(sidecarsets, ctx.sidecarsets.store().clone())
+        .watches_shared_stream(ctx.pods.subscribe(), by_pod)
+        .watches_shared_stream(ctx.namespaces.subscribe(), by_namespace)
+        .with_config(config)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}

@@ -76,7 +76,20 @@ async fn every_crd_installs_and_is_established() {
 #[tokio::test]
 async fn short_names_work_with_kubectl() {
     let ns = TestNamespace::new("shortnames").await;
-    for short in ["clone", "asts", "statefulsets.apps.kruise.io", "daemon", "ads", "bcj", "acj", "crr", "pub", "ws", "ud", "distributor"] {
+    for short in [
+        "clone",
+        "asts",
+        "statefulsets.apps.kruise.io",
+        "daemon",
+        "ads",
+        "bcj",
+        "acj",
+        "crr",
+        "pub",
+        "ws",
+        "ud",
+        "distributor",
+    ] {
         let (ok, _, err) = kubectl(&["get", short, "-n", &ns.name], None);
         assert!(ok, "kubectl get {short}: {err}");
     }

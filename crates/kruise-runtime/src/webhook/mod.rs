@@ -15,9 +15,14 @@
 //!   (see [`Rotation`]): a new serving certificate is served from the next handshake on; a
 //!   new CA is first published in every registered configuration's caBundle (next to the
 //!   previous CA, so both certificates verify during the switch), and only then used.
-//!   A generated CA lives in this process only: with more than one replica in-cluster,
-//!   give every replica the same files through `KRUISE_WEBHOOK_CERT_DIR` (cert-manager,
-//!   or a Secret), or the replicas overwrite each other's caBundle.
+//!   A generated CA lives in this process only, unless `KRUISE_WEBHOOK_CA_SECRET` names a
+//!   Secret (in `KRUISE_NAMESPACE`) that every replica shares: the first replica writes
+//!   its CA and serving certificate there, the others load them, and every rotation is
+//!   written there with optimistic concurrency and picked up by the others at their next
+//!   check (see [`secret`]). Run more than one replica with that, or with the same files
+//!   in `KRUISE_WEBHOOK_CERT_DIR` (cert-manager), never with a CA each: the replicas
+//!   would overwrite each other's caBundle. Before a certificate of a new CA is served,
+//!   the live configurations are read back to confirm they carry that CA.
 //! - **Registration**: [`WebhookServer::register`] server-side applies the configurations
 //!   (field manager = the controller's name), filling each webhook's clientConfig
 //!   (`KRUISE_WEBHOOK_URL` + path, or the Service of `KRUISE_WEBHOOK_SERVICE` + path) and
@@ -34,8 +39,10 @@
 //! - **Readiness**: the check "webhook tls" is pending until the TLS listener serves.
 
 mod certs;
+mod generated;
 mod register;
 mod review;
+mod secret;
 mod tls;
 
 use std::future::Future;
@@ -69,8 +76,10 @@ pub use register::NAMESPACE_NAME_LABEL;
 
 use crate::metrics::Metrics;
 use crate::{Error, Runtime};
-use certs::{Authority, Serving, SwapResolver};
+use certs::SwapResolver;
+use generated::Generated;
 use register::{Endpoint, Fill, Registered};
+use secret::{KubeStore, SharedCa};
 
 /// An admission handler: the request, decoded generically, to a response.
 ///
@@ -232,25 +241,13 @@ impl Default for Options {
     }
 }
 
-// One per process, never moved around: boxing the larger variant would buy nothing.
-#[allow(clippy::large_enum_variant)]
 enum Source {
-    Generated {
-        ca: Authority,
-        /// Earlier CAs, newest first, kept in the caBundle until they expire so a
-        /// certificate they signed keeps verifying; the newest also signs serving
-        /// certificates until the current CA has reached the apiservers.
-        previous: Vec<Authority>,
-    },
-    Files {
-        dir: PathBuf,
-        fingerprint: Vec<u8>,
-    },
+    Generated(Generated),
+    Files { dir: PathBuf, fingerprint: Vec<u8> },
 }
 
 struct CertState {
     source: Source,
-    serving: Serving,
     /// The caBundle (PEM, newest CA first); `None` when a cert dir has no `ca.crt`.
     bundle: Option<String>,
     /// When every registered configuration last got `bundle` (`None`: not yet;
@@ -269,6 +266,8 @@ struct Shared {
     rotation: Rotation,
     provider: Arc<CryptoProvider>,
     resolver: Arc<SwapResolver>,
+    /// `KRUISE_WEBHOOK_CA_SECRET`: the certificates every replica shares.
+    ca_secret: Option<SharedCa>,
     certs: Mutex<CertState>,
     registered: Mutex<Registered>,
     /// Serializes applies, so the last one to run carries the newest bundle.
@@ -329,39 +328,81 @@ impl WebhookServer {
         let sans = endpoint.sans();
         let provider = certs::provider();
         let now = SystemTime::now();
-        let state = match settings
+        let cert_dir = settings
             .webhook_cert_dir
             .as_deref()
-            .filter(|d| !d.is_empty())
-        {
-            Some(dir) => {
+            .filter(|d| !d.is_empty());
+        let secret_name = settings
+            .webhook_ca_secret
+            .as_deref()
+            .filter(|s| !s.is_empty());
+        let mut ca_secret = None;
+        let (state, serving) = match (cert_dir, secret_name) {
+            (Some(dir), Some(name)) => {
+                return Err(Error::Settings(format!(
+                    "KRUISE_WEBHOOK_CERT_DIR={dir:?} and KRUISE_WEBHOOK_CA_SECRET={name:?}: \
+                     expected one of them (files from elsewhere, or a CA the replicas share)"
+                )));
+            }
+            (Some(dir), None) => {
                 let dir = PathBuf::from(dir);
                 let loaded = certs::load_dir(&dir, &provider, now)?;
-                CertState {
+                let state = CertState {
                     source: Source::Files {
                         dir,
                         fingerprint: loaded.fingerprint,
                     },
-                    serving: loaded.serving,
                     bundle: loaded.ca_pem,
                     applied_at: Some(SystemTime::UNIX_EPOCH),
-                }
+                };
+                (state, loaded.serving.certified)
             }
-            None => {
-                let ca = Authority::generate(&runtime.name, &options.rotation, 1, now)?;
-                let serving = ca.issue(&sans, &options.rotation, &provider, now)?;
-                CertState {
-                    bundle: Some(ca.pem.clone()),
-                    source: Source::Generated {
-                        ca,
-                        previous: Vec::new(),
-                    },
-                    serving,
+            (None, name) => {
+                let fresh = || {
+                    Generated::new(
+                        &runtime.name,
+                        &options.rotation,
+                        &sans,
+                        &provider,
+                        SystemTime::now(),
+                    )
+                };
+                let generated = match name {
+                    Some(name) => {
+                        let namespace = &settings.namespace;
+                        let shared = SharedCa::new(
+                            Arc::new(KubeStore::new(runtime.client.clone(), namespace, name)),
+                            provider.clone(),
+                            format!("Secret {namespace}/{name}"),
+                        );
+                        let mut loaded = shared.open(fresh).await?;
+                        // A serving certificate another replica wrote may lack our names:
+                        // replace it now rather than at the first check. (Not
+                        // `propagated`: a CA rotation may be on its way.)
+                        if let Some(next) = loaded.rotate_serving(
+                            &options.rotation,
+                            &sans,
+                            &provider,
+                            false,
+                            now,
+                        )? {
+                            loaded = shared.publish(next).await?;
+                        }
+                        ca_secret = Some(shared);
+                        loaded
+                    }
+                    None => fresh()?,
+                };
+                let serving = generated.serving.certified.clone();
+                let state = CertState {
+                    bundle: Some(generated.bundle()),
+                    source: Source::Generated(generated),
                     applied_at: Some(SystemTime::UNIX_EPOCH),
-                }
+                };
+                (state, serving)
             }
         };
-        let resolver = Arc::new(SwapResolver::new(state.serving.certified.clone()));
+        let resolver = Arc::new(SwapResolver::new(serving));
         let tls_config = certs::server_config(provider.clone(), resolver.clone())?;
         let listener = tls::TlsListener::new(tcp, Arc::new(tls_config), runtime.shutdown.clone())
             .map_err(|e| Error::Webhook(format!("webhook listener: {e}")))?;
@@ -381,6 +422,7 @@ impl WebhookServer {
             rotation: options.rotation.clone(),
             provider,
             resolver,
+            ca_secret,
             certs: Mutex::new(state),
             registered: Mutex::new(Registered::default()),
             apply_lock: tokio::sync::Mutex::new(()),
@@ -549,10 +591,14 @@ impl Shared {
         Ok(())
     }
 
-    /// One certificate check: rotate the CA (or reload the cert dir), publish the bundle,
-    /// then rotate the serving certificate.
+    /// One certificate check: load what other replicas wrote to the CA Secret, rotate
+    /// the CA (or reload the cert dir), publish the bundle, then rotate the serving
+    /// certificate.
     async fn check(&self, now: SystemTime) {
-        if let Err(err) = self.rotate_source(now) {
+        if let Err(err) = self.sync_secret().await {
+            tracing::warn!(%err, "cannot read the webhook CA Secret; serving the current certificates");
+        }
+        if let Err(err) = self.rotate_source(now).await {
             tracing::error!(%err, "webhook certificate check failed; serving the current one");
         }
         if lock(&self.certs).applied_at.is_none() {
@@ -561,89 +607,157 @@ impl Shared {
                 Err(err) => tracing::warn!(%err, "cannot apply webhook configurations; will retry"),
             }
         }
-        if let Err(err) = self.rotate_serving(now) {
+        if let Err(err) = self.rotate_serving(now).await {
             tracing::error!(%err, "webhook serving certificate rotation failed; serving the current one");
         }
     }
 
-    fn rotate_source(&self, now: SystemTime) -> Result<(), Error> {
-        let mut guard = lock(&self.certs);
-        let state = &mut *guard;
-        match &mut state.source {
-            Source::Generated { ca, previous } => {
-                if !self.rotation.due(ca.issued, ca.expires, now) {
-                    return Ok(());
-                }
-                let next = Authority::generate(
-                    &self.field_manager,
-                    &self.rotation,
-                    ca.generation + 1,
-                    now,
-                )?;
-                let old = std::mem::replace(ca, next);
-                previous.insert(0, old);
-                previous.retain(|p| p.expires > now);
-                let bundle: String = std::iter::once(ca.pem.as_str())
-                    .chain(previous.iter().map(|p| p.pem.as_str()))
-                    .collect();
+    /// The generated certificates served now (`None` with a cert dir).
+    fn generated(&self) -> Option<Generated> {
+        match &lock(&self.certs).source {
+            Source::Generated(g) => Some(g.clone()),
+            Source::Files { .. } => None,
+        }
+    }
+
+    /// Serves `next` from the next handshake on; a changed bundle is applied at the next
+    /// opportunity.
+    fn adopt(&self, next: Generated) {
+        let mut state = lock(&self.certs);
+        let serving_changed = match &state.source {
+            Source::Generated(current) => current.serving.der() != next.serving.der(),
+            Source::Files { .. } => true,
+        };
+        if serving_changed {
+            self.resolver.swap(next.serving.certified.clone());
+        }
+        let bundle = next.bundle();
+        if state.bundle.as_deref() != Some(bundle.as_str()) {
+            state.bundle = Some(bundle);
+            state.applied_at = None;
+        }
+        state.source = Source::Generated(next);
+    }
+
+    /// Adopts a rotation: at once, or once written to the CA Secret, where another
+    /// replica's rotation may win instead.
+    async fn commit(&self, next: Generated) -> Result<Generated, Error> {
+        let next = match &self.ca_secret {
+            Some(shared) => shared.publish(next).await?,
+            None => next,
+        };
+        self.adopt(next.clone());
+        Ok(next)
+    }
+
+    /// Loads what another replica wrote to the CA Secret since this one last looked.
+    async fn sync_secret(&self) -> Result<(), Error> {
+        let (Some(shared), Some(current)) = (&self.ca_secret, self.generated()) else {
+            return Ok(());
+        };
+        if let Some(next) = shared.refresh(&current).await? {
+            if next.bundle() != current.bundle() || next.serving.der() != current.serving.der() {
                 tracing::info!(
-                    generation = ca.generation,
-                    trusted = previous.len() + 1,
-                    "webhook CA rotated"
+                    ca_generation = next.ca.generation,
+                    serving_ca_generation = next.serving.ca_generation,
+                    "loaded webhook certificates another replica wrote"
                 );
-                state.bundle = Some(bundle);
-                state.applied_at = None;
             }
-            Source::Files { dir, fingerprint } => {
-                let parts = certs::read_dir_bytes(dir)?;
-                if certs::fingerprint(&parts) == *fingerprint {
-                    return Ok(());
-                }
-                let loaded = certs::load_dir(dir, &self.provider, now)?;
-                *fingerprint = loaded.fingerprint;
-                self.resolver.swap(loaded.serving.certified.clone());
-                state.serving = loaded.serving;
-                if state.bundle != loaded.ca_pem {
-                    state.bundle = loaded.ca_pem;
-                    state.applied_at = None;
-                }
-                tracing::info!(dir = %dir.display(), "webhook certificates reloaded");
-            }
+            self.adopt(next);
         }
         Ok(())
     }
 
-    fn rotate_serving(&self, now: SystemTime) -> Result<(), Error> {
+    async fn rotate_source(&self, now: SystemTime) -> Result<(), Error> {
+        if let Some(current) = self.generated() {
+            if let Some(next) = current.rotate_ca(&self.field_manager, &self.rotation, now)? {
+                let adopted = self.commit(next).await?;
+                tracing::info!(
+                    generation = adopted.ca.generation,
+                    trusted = adopted.previous.len() + 1,
+                    "webhook CA rotated"
+                );
+            }
+            return Ok(());
+        }
         let mut guard = lock(&self.certs);
         let state = &mut *guard;
-        let Source::Generated { ca, previous } = &state.source else {
+        if let Source::Files { dir, fingerprint } = &mut state.source {
+            let parts = certs::read_dir_bytes(dir)?;
+            if certs::fingerprint(&parts) == *fingerprint {
+                return Ok(());
+            }
+            let loaded = certs::load_dir(dir, &self.provider, now)?;
+            *fingerprint = loaded.fingerprint;
+            self.resolver.swap(loaded.serving.certified.clone());
+            if state.bundle != loaded.ca_pem {
+                state.bundle = loaded.ca_pem;
+                state.applied_at = None;
+            }
+            tracing::info!(dir = %dir.display(), "webhook certificates reloaded");
+        }
+        Ok(())
+    }
+
+    async fn rotate_serving(&self, now: SystemTime) -> Result<(), Error> {
+        let Some(current) = self.generated() else {
             return Ok(());
         };
         // Apiservers learn a new caBundle through a watch, a moment after our apply: a
-        // certificate from the new CA is served only once that moment has passed. Until
-        // then the newest previous CA (still valid, and still in the bundle) signs.
-        let propagated = state
-            .applied_at
-            .is_some_and(|at| now >= at + self.rotation.propagation);
-        let signer = match previous.first() {
-            Some(prev) if !propagated && prev.expires > now => prev,
-            _ => ca,
-        };
-        let due = self
-            .rotation
-            .due(state.serving.issued, state.serving.expires, now);
-        let follow_ca = propagated && state.serving.ca_generation != ca.generation;
-        if !(due || follow_ca) {
-            return Ok(());
+        // certificate from the new CA is served only once that moment has passed, and
+        // once the live configurations are seen to trust it (a replica that had not yet
+        // seen the new CA may have applied the old bundle meanwhile).
+        let applied_at = lock(&self.certs).applied_at;
+        let mut propagated = applied_at.is_some_and(|at| now >= at + self.rotation.propagation);
+        if propagated && current.serving.ca_generation != current.ca.generation {
+            propagated = self.bundle_is_live(&current.ca.pem).await;
+            if !propagated {
+                tracing::warn!("a webhook configuration lacks the current CA; applying it again");
+                lock(&self.certs).applied_at = None;
+            }
         }
-        let next = signer.issue(&self.sans, &self.rotation, &self.provider, now)?;
-        self.resolver.swap(next.certified.clone());
-        tracing::info!(
-            ca_generation = next.ca_generation,
-            "webhook serving certificate rotated"
-        );
-        state.serving = next;
+        if let Some(next) =
+            current.rotate_serving(&self.rotation, &self.sans, &self.provider, propagated, now)?
+        {
+            let adopted = self.commit(next).await?;
+            tracing::info!(
+                ca_generation = adopted.serving.ca_generation,
+                "webhook serving certificate rotated"
+            );
+        }
         Ok(())
+    }
+
+    /// True when every registered configuration's every webhook trusts `ca_pem`.
+    async fn bundle_is_live(&self, ca_pem: &str) -> bool {
+        match self.live_client_configs().await {
+            Ok(configs) => configs.iter().all(|c| {
+                c.ca_bundle
+                    .as_ref()
+                    .is_some_and(|b| String::from_utf8_lossy(&b.0).contains(ca_pem))
+            }),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the webhook configurations back");
+                false
+            }
+        }
+    }
+
+    /// The clientConfig of every webhook of every registered configuration, as live.
+    async fn live_client_configs(&self) -> Result<Vec<WebhookClientConfig>, kube::Error> {
+        let registered = lock(&self.registered).clone();
+        let mut configs = Vec::new();
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in registered.validating.keys() {
+            let live = validating.get(name).await?;
+            configs.extend(live.webhooks.into_iter().flatten().map(|w| w.client_config));
+        }
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        for name in registered.mutating.keys() {
+            let live = mutating.get(name).await?;
+            configs.extend(live.webhooks.into_iter().flatten().map(|w| w.client_config));
+        }
+        Ok(configs)
     }
 }
 

@@ -1,0 +1,156 @@
+//! Carries out a [`Plan`]: Pod patches guarded by resourceVersion, condition patches,
+//! events, and the expectations that make the next round wait for the cache.
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kruise_api::apps_v1alpha1::SidecarSet;
+use kruise_workload::Expected;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::events;
+use crate::plan::{Plan, PodWrite, WriteKind};
+
+/// How many Pod writes run at once.
+const CONCURRENT_WRITES: usize = 16;
+
+/// The expectation key of a Pod: SidecarSets span namespaces.
+pub fn pod_key(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+/// Executes every write; returns the first error (after trying the rest).
+pub async fn execute(ctx: &Context, ss: &SidecarSet, plan: &Plan<'_>) -> Result<()> {
+    let owner = ss.object_ref(&());
+    let uid = ss.uid().unwrap_or_default();
+    let mut first_error = None;
+
+    let mut marked = 0;
+    for (pod, patch) in &plan.not_upgradable {
+        match status_patch(ctx, pod, patch).await {
+            Ok(rv) => {
+                marked += 1;
+                expect(ctx, &uid, pod, rv);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if marked > 0 {
+        ctx.control.events().normal(
+            &owner,
+            events::EVENT_NOT_UPGRADABLE_PODS,
+            format!("SidecarSet in-place update detected {marked} not upgradable pod(s) in this round, will skip them."),
+        );
+    }
+
+    for batch in plan.writes.chunks(CONCURRENT_WRITES) {
+        let results =
+            futures::future::join_all(batch.iter().map(|w| write(ctx, &owner, &uid, w))).await;
+        for r in results {
+            if let Err(e) = r {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn expect(ctx: &Context, uid: &str, pod: &Pod, resource_version: Option<String>) {
+    if let Some(rv) = resource_version {
+        ctx.expectations.expect(
+            uid,
+            Expected::Updated {
+                name: pod_key(pod),
+                resource_version: rv,
+            },
+            jiff::Timestamp::now(),
+        );
+    }
+}
+
+async fn write(ctx: &Context, owner: &ObjectReference, uid: &str, w: &PodWrite<'_>) -> Result<()> {
+    let pod_ref = w.pod.object_ref(&());
+    let result = async {
+        let mut rv = pod_patch(ctx, w.pod, &w.pod_patch).await?;
+        if let Some(status) = &w.status_patch {
+            rv = status_patch(ctx, w.pod, status).await?.or(rv);
+        }
+        Ok::<_, crate::error::Error>(rv)
+    }
+    .await;
+    match (&result, w.kind) {
+        (Ok(rv), kind) => {
+            expect(ctx, uid, w.pod, rv.clone());
+            if !w.images.is_empty() {
+                ctx.control.count("updated_in_place");
+            }
+            if kind == WriteKind::Reset {
+                ctx.control.events().normal(
+                    &pod_ref,
+                    events::EVENT_RESET_CONTAINER_SUCCEED,
+                    "reset sidecar container image empty successfully",
+                );
+            }
+            tracing::info!(pod = %pod_key(w.pod), kind = ?w.kind, images = ?w.images, "pod sidecars written");
+        }
+        (Err(e), WriteKind::Reset) => ctx.control.events().warning(
+            &pod_ref,
+            events::EVENT_RESET_CONTAINER_FAILED,
+            format!("reset sidecar container image empty failed: {e}"),
+        ),
+        (Err(e), WriteKind::Upgrade) => ctx.control.events().warning(
+            owner,
+            events::FAILED_UPDATE_POD_SIDECAR,
+            format!("failed to update sidecars of pod {}: {e}", pod_key(w.pod)),
+        ),
+    }
+    result.map(|_| ())
+}
+
+async fn status_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let patched = api
+        .patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await?;
+    Ok(patched.resource_version())
+}
+
+/// The strategic-merge Pod patch, guarded by the resourceVersion the plan saw. On a
+/// conflict, if only the Pod's status moved (the kubelet, kwok), the decision still
+/// holds: retry once at the new resourceVersion; otherwise decide again next round.
+async fn pod_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<String>> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let name = pod.name_any();
+    let params = PatchParams::default();
+    match api.patch(&name, &params, &Patch::Strategic(patch)).await {
+        Ok(p) => Ok(p.resource_version()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let mut fresh = api.get(&name).await?;
+            // Compare like with like: the cached Pod was pruned.
+            kruise_runtime::cache::prune_metadata(&mut fresh.metadata);
+            if fresh.spec != pod.spec
+                || fresh.metadata.labels != pod.metadata.labels
+                || fresh.metadata.annotations != pod.metadata.annotations
+            {
+                return Err(kube::Error::Api(s).into());
+            }
+            let mut patch = patch.clone();
+            if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("resourceVersion".into(), json!(fresh.resource_version()));
+            }
+            Ok(api
+                .patch(&name, &params, &Patch::Strategic(&patch))
+                .await?
+                .resource_version())
+        }
+        Err(e) => Err(e.into()),
+    }
+}

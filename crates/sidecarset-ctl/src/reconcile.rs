@@ -1,0 +1,185 @@
+//! One reconcile: read the world from the caches, sync revisions, plan, execute, write
+//! status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_api::apps_v1alpha1::{SidecarSet, SidecarSetStatus};
+use kruise_api::keys;
+use kruise_workload::Observed;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::events::CONTROLLER_NAME;
+use crate::execute::{execute, pod_key};
+use crate::hash;
+use crate::matching;
+use crate::plan::{World, plan};
+use crate::revisions;
+
+/// Spec 4.3.2: how soon to look again while our own Pod writes are not in the cache.
+const EXPECTATION_POLL: Duration = Duration::from_secs(1);
+/// How soon to look again while the webhook configuration does not cover a new spec.
+const COVERAGE_POLL: Duration = Duration::from_millis(200);
+
+pub async fn reconcile(ss: Arc<SidecarSet>, ctx: Arc<Context>) -> Result<Action> {
+    let key = ss.name_any();
+    ctx.instruments.started(&key);
+    let started = std::time::Instant::now();
+    let result = reconcile_inner(&ss, &ctx).await;
+    let label = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.metric_label(),
+    };
+    ctx.instruments.finished(label, started.elapsed());
+    if result.is_ok() {
+        ctx.backoff.succeeded(&key);
+    }
+    result
+}
+
+pub fn error_policy(ss: Arc<SidecarSet>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = ss.name_any();
+    let wait = ctx.backoff.failed(&key);
+    tracing::warn!(sidecarset = %key, error = %err, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
+async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
+    if !ctx.manages(ss) {
+        return Ok(Action::await_change());
+    }
+    let uid = ss
+        .uid()
+        .ok_or_else(|| Error::MissingObjectKey(ss.name_any()))?;
+    if ss.meta().deletion_timestamp.is_some() {
+        ctx.expectations.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    let now = jiff::Timestamp::now();
+    let pending = ctx.expectations.pending(&uid, now, |key| {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        observe(
+            ctx.pods
+                .store()
+                .get(&ObjectRef::new(name).within(ns))
+                .as_deref(),
+        )
+    });
+    if !pending.is_empty() {
+        tracing::debug!(sidecarset = %ss.name_any(), ?pending, "waiting for the cache");
+        return Ok(Action::requeue(EXPECTATION_POLL));
+    }
+
+    let hashes = hash::hashes_of(ss);
+    let all_pods = ctx.pods.store().state();
+    let matched: Vec<&Pod> = all_pods
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| matching::is_matched(ss, p, &ctx.namespaces))
+        .collect();
+
+    let name = ss.name_any();
+    let existing: Vec<_> = ctx
+        .revisions
+        .store()
+        .state()
+        .into_iter()
+        .filter(|r| {
+            r.metadata.namespace.as_deref() == Some(ctx.revision_namespace.as_str())
+                && r.labels().get(keys::SIDECARSET_NAME_LABEL) == Some(&name)
+        })
+        .collect();
+    let existing_refs: Vec<_> = existing.iter().map(AsRef::as_ref).collect();
+    let previous = ss.status.clone().unwrap_or_default();
+    let collisions = previous.collision_count.unwrap_or(0);
+    let revision_plan = revisions::plan_revisions(
+        ss,
+        &hashes,
+        &ctx.revision_namespace,
+        &existing_refs,
+        &matched,
+        collisions,
+    );
+    let (latest, collisions) = revisions::sync(
+        &ctx.client,
+        &ctx.revision_namespace,
+        revision_plan,
+        collisions,
+    )
+    .await?;
+
+    let world = World {
+        ss,
+        hashes: &hashes,
+        latest_revision: &latest,
+        collision_count: collisions,
+        pods: matched,
+        now,
+    };
+    let plan = plan(&world);
+    if let Some(note) = plan.note {
+        tracing::debug!(sidecarset = %name, note, "no (further) upgrades this round");
+    }
+    for w in &plan.writes {
+        tracing::debug!(sidecarset = %name, pod = %pod_key(w.pod), kind = ?w.kind, "planned");
+    }
+    let executed = execute(ctx, ss, &plan).await;
+
+    let mut status = plan.status.clone();
+    // observedGeneration promises that Pods created from now on get this spec: only
+    // once the apiserver has been told to send them to the webhook.
+    let covered = ctx.coverage.covers(ss);
+    if !covered {
+        status.observed_generation = previous.observed_generation;
+    }
+    if status != previous {
+        write_status(ctx, ss, &status).await?;
+    }
+    executed?;
+    Ok(if covered {
+        Action::await_change()
+    } else {
+        Action::requeue(COVERAGE_POLL)
+    })
+}
+
+async fn write_status(ctx: &Context, ss: &SidecarSet, status: &SidecarSetStatus) -> Result<()> {
+    let api: Api<SidecarSet> = Api::all(ctx.client.clone());
+    let patch = json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "SidecarSet",
+        "status": status,
+    });
+    api.patch_status(
+        &ss.name_any(),
+        &PatchParams::apply(CONTROLLER_NAME).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+fn observe(pod: Option<&Pod>) -> Observed {
+    match pod {
+        None => Observed::Absent,
+        Some(p) => {
+            let rv = p.metadata.resource_version.clone().unwrap_or_default();
+            if p.metadata.deletion_timestamp.is_some() {
+                Observed::Terminating {
+                    resource_version: rv,
+                }
+            } else {
+                Observed::Present {
+                    resource_version: rv,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,574 @@
+//! Admission served by `sidecarset-ctl` on the shared webhook server:
+//!
+//! - **Pod injection** (`/mutate-pod-sidecarset`, pods CREATE only): spec 4.1.
+//! - **SidecarSet defaulting** (`/mutate-apps-kruise-io-v1alpha1-sidecarset`): core
+//!   container defaults and the two hash annotations.
+//! - **SidecarSet validation** (`/validate-apps-kruise-io-v1alpha1-sidecarset`): spec 3.
+//!
+//! Every webhook uses `failurePolicy: Fail`. For SidecarSets that only blocks SidecarSet
+//! changes while the controller is down. For Pods it means a Pod that should get a
+//! sidecar is never started without it (a log agent or a mesh proxy silently missing is
+//! worse than a Pod that waits: its controller retries). What keeps that from blocking
+//! unrelated Pods is scope: kube-system and the controller's own namespace are excluded,
+//! only CREATE is intercepted, and a `matchConditions` expression built from the current
+//! SidecarSets ([`crate::conditions`]) keeps the apiserver from calling for any Pod no
+//! SidecarSet can select. With sidecarset-ctl down, only Pods that would have been
+//! injected are refused.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kruise_api::apps_v1alpha1::SidecarSet;
+use kruise_api::keys;
+use kruise_runtime::WebhookServer;
+use kruise_runtime::webhook::{
+    AdmissionRequest, AdmissionResponse, HandlerError, NAMESPACE_NAME_LABEL, Operation, Route,
+    dynamic, json_patch,
+};
+use kube::Api;
+use kube::core::DynamicObject;
+use serde_json::{Value, json};
+
+use crate::conditions;
+use crate::context::{Context, RevisionStore};
+use crate::defaults;
+use crate::hash;
+use crate::inject;
+use crate::matching;
+use crate::validation::{self, Whitelist};
+
+pub const POD_PATH: &str = "/mutate-pod-sidecarset";
+pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-sidecarset";
+pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-sidecarset";
+
+fn internal(e: impl std::fmt::Display) -> HandlerError {
+    HandlerError::Internal(e.to_string())
+}
+
+/// The routes, sharing the controller's caches.
+pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
+    let pods = ctx.clone();
+    let validate = ctx;
+    vec![
+        Route::new(
+            POD_PATH,
+            "sidecarset-inject",
+            dynamic(move |req| {
+                let ctx = pods.clone();
+                async move {
+                    mutate_pod(&ctx, req, jiff::Timestamp::now(), &mut || {
+                        rand::random::<f64>()
+                    })
+                }
+            }),
+        ),
+        Route::new(
+            MUTATE_PATH,
+            "mutate-sidecarset",
+            dynamic(|req| async move { mutate_sidecarset(req) }),
+        ),
+        Route::new(
+            VALIDATE_PATH,
+            "validate-sidecarset",
+            dynamic(move |req| {
+                let ctx = validate.clone();
+                async move { validate_sidecarset(&ctx, req).await }
+            }),
+        ),
+    ]
+}
+
+/// Pod CREATE: inject the chosen SidecarSets (spec 4.1).
+pub fn mutate_pod(
+    ctx: &Context,
+    req: AdmissionRequest<DynamicObject>,
+    now: jiff::Timestamp,
+    draw: &mut dyn FnMut() -> f64,
+) -> Result<AdmissionResponse, HandlerError> {
+    if req.operation == Operation::Create && !ctx.is_synced() {
+        // Answering now would admit the Pod without its sidecars.
+        return Err(internal("SidecarSet caches are not synced yet; retry"));
+    }
+    let sidecarsets = ctx.managed_sidecarsets();
+    let revisions = RevisionStore {
+        cache: &ctx.revisions,
+        namespace: &ctx.revision_namespace,
+    };
+    review_pod(req, &sidecarsets, &ctx.namespaces, &revisions, now, draw)
+}
+
+/// The injection review on its own (no caches): decode the Pod, choose, inject, answer
+/// with a JSON patch. Public for the allocation benchmark.
+pub fn review_pod(
+    req: AdmissionRequest<DynamicObject>,
+    sidecarsets: &[Arc<SidecarSet>],
+    namespaces: &dyn matching::NamespaceLabels,
+    revisions: &dyn inject::Revisions,
+    now: jiff::Timestamp,
+    draw: &mut dyn FnMut() -> f64,
+) -> Result<AdmissionResponse, HandlerError> {
+    let response = AdmissionResponse::from(&req);
+    if req.operation != Operation::Create
+        || req.sub_resource.as_deref().is_some_and(|s| !s.is_empty())
+    {
+        return Ok(response);
+    }
+    let Some(object) = req.object else {
+        return Ok(response);
+    };
+    // Typed straight from the decoded review (no second round trip through JSON).
+    let part = |key: &str| object.data.get(key).filter(|v| !v.is_null());
+    let mut pod = Pod {
+        metadata: object.metadata,
+        spec: part("spec")
+            .map(serde::Deserialize::deserialize)
+            .transpose()
+            .map_err(|e| HandlerError::Decode(format!("object.spec as PodSpec: {e}")))?,
+        status: part("status")
+            .map(serde::Deserialize::deserialize)
+            .transpose()
+            .map_err(|e| HandlerError::Decode(format!("object.status as PodStatus: {e}")))?,
+    };
+    if pod.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+        pod.metadata.namespace = req.namespace.clone();
+    }
+    if !matching::is_active(&pod) {
+        return Ok(response);
+    }
+    let chosen = inject::choose(&pod, sidecarsets, namespaces, revisions, draw);
+    if chosen.is_empty() {
+        return Ok(response);
+    }
+    let injected = inject::inject(&pod, &chosen, now);
+    let patch = patch_between(&pod, &injected.pod).map_err(internal)?;
+    let mut response = response.with_patch(patch).map_err(internal)?;
+    if !injected.warnings.is_empty() {
+        response.warnings = Some(injected.warnings);
+    }
+    Ok(response)
+}
+
+/// JSON patch from `before` to `after`, whole fields at a time: the lists injection
+/// rewrites and the annotations (compared typed; only changed fields are serialized).
+/// `add` replaces a member that exists.
+pub fn patch_between(before: &Pod, after: &Pod) -> Result<json_patch::Patch, serde_json::Error> {
+    fn op<T: serde::Serialize + PartialEq>(
+        ops: &mut Vec<Value>,
+        path: &str,
+        old: Option<&T>,
+        new: Option<&T>,
+    ) -> Result<(), serde_json::Error> {
+        if old != new
+            && let Some(new) = new
+        {
+            ops.push(json!({"op": "add", "path": path, "value": serde_json::to_value(new)?}));
+        }
+        Ok(())
+    }
+    let (b, a) = (before.spec.as_ref(), after.spec.as_ref());
+    let mut ops = Vec::new();
+    op(
+        &mut ops,
+        "/metadata/annotations",
+        before.metadata.annotations.as_ref(),
+        after.metadata.annotations.as_ref(),
+    )?;
+    op(
+        &mut ops,
+        "/spec/initContainers",
+        b.and_then(|s| s.init_containers.as_ref()),
+        a.and_then(|s| s.init_containers.as_ref()),
+    )?;
+    op(
+        &mut ops,
+        "/spec/containers",
+        b.map(|s| &s.containers),
+        a.map(|s| &s.containers),
+    )?;
+    op(
+        &mut ops,
+        "/spec/volumes",
+        b.and_then(|s| s.volumes.as_ref()),
+        a.and_then(|s| s.volumes.as_ref()),
+    )?;
+    op(
+        &mut ops,
+        "/spec/imagePullSecrets",
+        b.and_then(|s| s.image_pull_secrets.as_ref()),
+        a.and_then(|s| s.image_pull_secrets.as_ref()),
+    )?;
+    serde_json::from_value(Value::Array(ops))
+}
+
+/// SidecarSet CREATE/UPDATE: defaults and the hash annotations.
+pub fn mutate_sidecarset(
+    req: AdmissionRequest<DynamicObject>,
+) -> Result<AdmissionResponse, HandlerError> {
+    let response = AdmissionResponse::from(&req);
+    let Some(object) = &req.object else {
+        return Ok(response);
+    };
+    let raw = serde_json::to_value(object).map_err(internal)?;
+    let old = match (&req.operation, &req.old_object) {
+        (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
+        _ => None,
+    };
+    let mut defaulted = defaults::with_defaults_from(&raw, old.as_ref());
+    // A spec that does not decode gets no hashes; validation then names the field.
+    if let Ok(ss) = serde_json::from_value::<SidecarSet>(defaulted.clone()) {
+        let h = hash::hashes(&ss.spec);
+        if let Some(meta) = defaulted.get_mut("metadata").and_then(Value::as_object_mut) {
+            let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(keys::SIDECARSET_HASH.into(), json!(h.hash));
+                a.insert(
+                    keys::SIDECARSET_HASH_WITHOUT_IMAGE.into(),
+                    json!(h.without_image),
+                );
+            }
+        }
+    }
+    let patch = json_patch::diff(&raw, &defaulted);
+    if patch.0.is_empty() {
+        return Ok(response);
+    }
+    response.with_patch(patch).map_err(internal)
+}
+
+/// SidecarSet CREATE/UPDATE: spec 3.
+async fn validate_sidecarset(
+    ctx: &Context,
+    req: AdmissionRequest<DynamicObject>,
+) -> Result<AdmissionResponse, HandlerError> {
+    let response = AdmissionResponse::from(&req);
+    let deny = |errors: &[validation::FieldError]| {
+        let mut denied = AdmissionResponse::from(&req).deny(validation::aggregate(errors));
+        denied.result.code = 422;
+        denied.result.reason = "Invalid".into();
+        denied
+    };
+    let Some(object) = &req.object else {
+        return Ok(response);
+    };
+    let raw = serde_json::to_value(object).map_err(internal)?;
+    let raw_errors = validation::validate_raw(&raw);
+    if !raw_errors.is_empty() {
+        return Ok(deny(&raw_errors));
+    }
+    let ss: SidecarSet = match serde_json::from_value(raw) {
+        Ok(ss) => ss,
+        Err(e) => {
+            return Ok(deny(&[validation::FieldError {
+                path: "spec".into(),
+                kind: "Invalid value",
+                detail: format!("cannot decode SidecarSet: {e}"),
+            }]));
+        }
+    };
+    let old: Option<SidecarSet> = match (&req.operation, &req.old_object) {
+        (Operation::Update, Some(o)) => serde_json::to_value(o)
+            .and_then(serde_json::from_value)
+            .ok(),
+        _ => None,
+    };
+    let whitelist = if ss.spec.patch_pod_metadata.is_empty() {
+        Ok(None)
+    } else {
+        whitelist(ctx).await
+    };
+    let others = ctx.sidecarsets.store().state();
+    let revisions = RevisionStore {
+        cache: &ctx.revisions,
+        namespace: &ctx.revision_namespace,
+    };
+    let vctx = validation::Context {
+        others: &others,
+        namespaces: &ctx.namespaces,
+        revisions: &revisions,
+        whitelist,
+    };
+    let errors = validation::validate(&ss, old.as_ref(), &vctx);
+    if errors.is_empty() {
+        Ok(response)
+    } else {
+        Ok(deny(&errors))
+    }
+}
+
+/// The patchPodMetadata whitelist from `kruise-configuration` (read when needed:
+/// SidecarSet writes are rare).
+async fn whitelist(ctx: &Context) -> Result<Option<Whitelist>, String> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.revision_namespace);
+    let cm = match api.get_opt(keys::SIDECARSET_CONFIGMAP).await {
+        Ok(cm) => cm,
+        Err(e) => return Err(e.to_string()),
+    };
+    let Some(raw) = cm.and_then(|cm| cm.data).and_then(|d| {
+        d.get(keys::SIDECARSET_PATCH_POD_METADATA_WHITELIST)
+            .cloned()
+    }) else {
+        return Ok(None);
+    };
+    serde_json::from_str(&raw)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", keys::SIDECARSET_PATCH_POD_METADATA_WHITELIST))
+}
+
+/// The configurations, named and labelled for the scope. `pod_condition` narrows the
+/// Pod webhook (see [`crate::conditions`]); `None` sends every Pod in scope.
+pub fn configurations(
+    watch_namespace: Option<&str>,
+    pod_condition: Option<MatchCondition>,
+) -> (ValidatingWebhookConfiguration, MutatingWebhookConfiguration) {
+    let suffix = watch_namespace
+        .map(|ns| format!("-{ns}"))
+        .unwrap_or_default();
+    let labels = watch_namespace
+        .map(|ns| BTreeMap::from([(keys::WEBHOOK_SCOPE.to_string(), ns.to_string())]));
+    let namespace_selector = watch_namespace.map(|ns| LabelSelector {
+        match_labels: Some(BTreeMap::from([(
+            NAMESPACE_NAME_LABEL.to_string(),
+            ns.to_string(),
+        )])),
+        ..Default::default()
+    });
+    // SidecarSets are cluster-scoped (namespaceSelector does not apply): a scoped
+    // instance only sees the ones confined to its namespace.
+    let sidecarset_conditions = watch_namespace.map(|ns| {
+        vec![MatchCondition {
+            name: "in-scope".into(),
+            expression: format!(
+                "has(object.spec) && has(object.spec.namespace) && object.spec.namespace == '{}'",
+                ns.replace('\\', "\\\\").replace('\'', "\\'")
+            ),
+        }]
+    });
+    let rule = |group: &str, resource: &str, operations: &[&str], scope: &str| RuleWithOperations {
+        api_groups: Some(vec![group.into()]),
+        api_versions: Some(vec![if group.is_empty() {
+            "v1".into()
+        } else {
+            "v1alpha1".into()
+        }]),
+        resources: Some(vec![resource.into()]),
+        operations: Some(operations.iter().map(|s| s.to_string()).collect()),
+        scope: Some(scope.into()),
+    };
+    let client = |path: &str| WebhookClientConfig {
+        url: Some(path.into()),
+        ..Default::default()
+    };
+    let meta = |name: String| ObjectMeta {
+        name: Some(name),
+        labels: labels.clone(),
+        ..Default::default()
+    };
+    let validating = ValidatingWebhookConfiguration {
+        metadata: meta(format!("kruise-sidecarset-validating{suffix}")),
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "vsidecarset.kruise.io".into(),
+            client_config: client(VALIDATE_PATH),
+            rules: Some(vec![rule(
+                "apps.kruise.io",
+                "sidecarsets",
+                &["CREATE", "UPDATE"],
+                "Cluster",
+            )]),
+            failure_policy: Some("Fail".into()),
+            match_conditions: sidecarset_conditions.clone(),
+            admission_review_versions: vec!["v1".into()],
+            side_effects: "None".into(),
+            timeout_seconds: Some(10),
+            ..Default::default()
+        }]),
+    };
+    let mutating = MutatingWebhookConfiguration {
+        metadata: meta(format!("kruise-sidecarset-mutating{suffix}")),
+        webhooks: Some(vec![
+            MutatingWebhook {
+                name: "msidecarset-pod.kruise.io".into(),
+                client_config: client(POD_PATH),
+                rules: Some(vec![rule("", "pods", &["CREATE"], "Namespaced")]),
+                failure_policy: Some("Fail".into()),
+                namespace_selector,
+                match_conditions: pod_condition.map(|c| vec![c]),
+                reinvocation_policy: Some("Never".into()),
+                admission_review_versions: vec!["v1".into()],
+                side_effects: "None".into(),
+                // Short: the handler answers in well under a millisecond; a stuck call
+                // should fail the create quickly rather than hold a workload controller.
+                timeout_seconds: Some(5),
+                ..Default::default()
+            },
+            MutatingWebhook {
+                name: "msidecarset.kruise.io".into(),
+                client_config: client(MUTATE_PATH),
+                rules: Some(vec![rule(
+                    "apps.kruise.io",
+                    "sidecarsets",
+                    &["CREATE", "UPDATE"],
+                    "Cluster",
+                )]),
+                failure_policy: Some("Fail".into()),
+                match_conditions: sidecarset_conditions,
+                admission_review_versions: vec!["v1".into()],
+                side_effects: "None".into(),
+                timeout_seconds: Some(10),
+                ..Default::default()
+            },
+        ]),
+    };
+    (validating, mutating)
+}
+
+/// Keeps the registered Pod webhook's matchCondition in step with the SidecarSets, on
+/// every replica (each serves admission). Runs until the cache's change stream ends.
+pub async fn keep_conditions(server: WebhookServer, ctx: Arc<Context>) {
+    while !ctx.is_synced() {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let scope = ctx.watch_namespace.clone();
+    let mut changes = Box::pin(ctx.sidecarsets.subscribe());
+    let mut applied: Option<Option<String>> = None;
+    loop {
+        let managed = ctx.managed_sidecarsets();
+        let condition = conditions::match_condition(managed.iter().map(AsRef::as_ref));
+        let expression = condition.as_ref().map(|c| c.expression.clone());
+        if applied.as_ref() != Some(&expression) {
+            let parts: BTreeSet<String> = managed
+                .iter()
+                .filter_map(|s| conditions::sidecarset_expression(s))
+                .collect();
+            let (validating, mutating) = configurations(scope.as_deref(), condition);
+            match server.register(vec![validating], vec![mutating]).await {
+                Ok(()) => {
+                    match &expression {
+                        Some(_) => ctx.coverage.set_parts(parts),
+                        None => ctx.coverage.set_everything(),
+                    }
+                    tracing::info!(
+                        sidecarsets = managed.len(),
+                        condition_bytes = expression.as_ref().map_or(0, String::len),
+                        "pod webhook matchCondition updated"
+                    );
+                    applied = Some(expression);
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot update the pod webhook configuration; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            }
+        }
+        // Wait for a change, then let a burst of changes settle.
+        if changes.next().await.is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        while let Some(Some(_)) = changes.next().now_or_never() {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoped_configurations_are_labelled_and_narrowed() {
+        let (v, m) = configurations(Some("e2e-x"), conditions::match_condition([]));
+        assert_eq!(
+            v.metadata.name.as_deref(),
+            Some("kruise-sidecarset-validating-e2e-x")
+        );
+        assert_eq!(
+            m.metadata.labels.as_ref().unwrap()[keys::WEBHOOK_SCOPE],
+            "e2e-x"
+        );
+        let pod_hook = &m.webhooks.as_ref().unwrap()[0];
+        assert_eq!(pod_hook.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(
+            pod_hook.rules.as_ref().unwrap()[0]
+                .operations
+                .as_ref()
+                .unwrap(),
+            &["CREATE"]
+        );
+        assert_eq!(
+            pod_hook.match_conditions.as_ref().unwrap()[0].expression,
+            "false"
+        );
+        assert_eq!(
+            pod_hook
+                .namespace_selector
+                .as_ref()
+                .unwrap()
+                .match_labels
+                .as_ref()
+                .unwrap()[NAMESPACE_NAME_LABEL],
+            "e2e-x"
+        );
+        let ss_hook = &v.webhooks.as_ref().unwrap()[0];
+        assert!(
+            ss_hook.match_conditions.as_ref().unwrap()[0]
+                .expression
+                .contains("object.spec.namespace == 'e2e-x'")
+        );
+        let (v, m) = configurations(None, None);
+        assert_eq!(
+            v.metadata.name.as_deref(),
+            Some("kruise-sidecarset-validating")
+        );
+        assert!(m.webhooks.as_ref().unwrap()[0].match_conditions.is_none());
+        assert!(
+            m.webhooks.as_ref().unwrap()[0].namespace_selector.is_none(),
+            "the server adds the system exclusions"
+        );
+    }
+
+    #[test]
+    fn patch_rewrites_whole_fields_only() {
+        let before: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "x"}]}})).unwrap();
+        let mut after = before.clone();
+        after.spec.as_mut().unwrap().containers.insert(
+            0,
+            k8s_openapi::api::core::v1::Container {
+                name: "s".into(),
+                ..Default::default()
+            },
+        );
+        after.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        let patch = serde_json::to_value(patch_between(&before, &after).unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "add", "path": "/metadata/annotations", "value": {"a": "b"}},
+                {"op": "add", "path": "/spec/containers", "value": [{"name": "s"}, {"name": "app", "image": "x"}]}
+            ])
+        );
+        let mut doc = serde_json::to_value(&before).unwrap();
+        let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut doc, &patch).unwrap();
+        assert_eq!(doc, serde_json::to_value(&after).unwrap());
+    }
+
+    #[test]
+    fn sidecarset_defaulting_adds_hashes() {
+        let obj = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "s"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "containers": [{"name": "c", "image": "busybox"}]}});
+        let defaulted = defaults::with_defaults(&obj);
+        let ss: SidecarSet = serde_json::from_value(defaulted).unwrap();
+        assert_eq!(
+            ss.spec.containers[0].container.image_pull_policy.as_deref(),
+            Some("Always")
+        );
+        assert_eq!(hash::hashes(&ss.spec).hash.len(), 64);
+    }
+}

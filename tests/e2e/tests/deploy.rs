@@ -1,0 +1,2033 @@
+//! Deploying with kustomize (kustomize/), on the local cluster:
+//!
+//! - every overlay renders (`kubectl kustomize`) and applies (`kubectl apply
+//!   --dry-run=server -k`), and what it renders is what a production deployment needs
+//!   (checked here, so CI checks it on every run);
+//! - RBAC is sufficient: each controller binary, run as a process with a kubeconfig
+//!   holding only a token of its ServiceAccount and the environment of its Deployment,
+//!   passes one of its scenarios, webhook registration and CA Secret included;
+//! - RBAC is least: `kubectl auth can-i` as each ServiceAccount is refused what the
+//!   controller does not do;
+//! - Prometheus (Debian's package, installed when missing) scrapes the controllers' admin
+//!   ports: `up`, and reconcile and API request counters that move when a CloneSet scales;
+//! - two webhook servers sharing `KRUISE_WEBHOOK_CA_SECRET` agree on one CA, through a
+//!   concurrent start and a CA rotation, and both serve admission.
+//!
+//! Never applied for real here: the Deployments (kwok would "run" their Pods) and the
+//! webhook configurations (they would send every CloneSet to a Service with no endpoints).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kruise_api::apps_v1alpha1::{CloneSet, SidecarSet};
+use kruise_e2e::{TestNamespace, kube_config, kubeconfig_path, kubectl, repo_root, wait_for};
+use kruise_runtime::webhook::{AdmissionRequest, AdmissionResponse, Options, Rotation, Route};
+use kruise_runtime::{Runtime, Settings, WebhookServer};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::OnceCell;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const SYSTEM_NS: &str = "kruise-system";
+
+// --- rendering ---
+
+/// `kubectl kustomize kustomize/<dir>`, every document as JSON.
+fn render(dir: &str) -> Vec<Value> {
+    let path = repo_root().join("kustomize").join(dir);
+    let (ok, out, err) = kubectl(&["kustomize", &path.display().to_string()], None);
+    assert!(ok, "kubectl kustomize {dir}: {err}");
+    serde_saphyr::from_multiple::<Value>(&out)
+        .unwrap_or_else(|e| panic!("kustomize {dir} renders YAML that does not parse: {e}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn kind_of(doc: &Value) -> &str {
+    doc["kind"].as_str().unwrap_or_default()
+}
+
+fn name_of(doc: &Value) -> &str {
+    doc["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| kind_of(d) == kind).collect()
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind_of(d) == kind && name_of(d) == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendered overlay"))
+}
+
+/// `kustomize/<overlay>` with `kustomize/<component>`, as a user's kustomization would
+/// combine them (written in target/: kustomize takes relative paths only).
+fn render_with(overlay: &str, component: &str) -> Vec<Value> {
+    let dir = repo_root().join(format!(
+        "target/e2e-kustomize-{}-{}",
+        component.replace('/', "-"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [../../kustomize/{overlay}]\ncomponents: [../../kustomize/{component}]\n"
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = kubectl(&["kustomize", &dir.display().to_string()], None);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(ok, "{overlay} + {component}: {err}");
+    serde_saphyr::from_multiple::<Value>(&out)
+        .unwrap()
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// The directories of `kustomize/<dir>/`.
+fn subdirs(dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo_root().join("kustomize").join(dir))
+        .unwrap_or_else(|e| panic!("kustomize/{dir}: {e}"))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The controller binaries the project runs (tests/cluster/controllers.txt).
+fn controller_binaries() -> Vec<String> {
+    let path = repo_root().join("tests/cluster/controllers.txt");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// The overlay deploying `bin` (`cloneset-ctl` → `cloneset`).
+fn overlay_of(bin: &str) -> String {
+    bin.trim_end_matches("-ctl").to_string()
+}
+
+/// The controller's Deployment: the one whose image is `kruise-rs/<bin>`.
+fn deployment_of<'a>(docs: &'a [Value], bin: &str) -> &'a Value {
+    of_kind(docs, "Deployment")
+        .into_iter()
+        .find(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as_str()
+                .is_some_and(|i| i.starts_with(&format!("kruise-rs/{bin}:")))
+        })
+        .unwrap_or_else(|| panic!("no Deployment runs kruise-rs/{bin}"))
+}
+
+fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+}
+
+/// A kubectl run off the async threads: a webhook served by this test process must be
+/// able to answer while kubectl waits.
+async fn kubectl_async(args: Vec<String>, stdin: Option<String>) -> (bool, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl(&args, stdin.as_deref())
+    })
+    .await
+    .expect("kubectl task")
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+// --- the overlays ---
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_overlay_renders_applies_and_is_production_shaped() {
+    kruise_e2e::client().await;
+    let overlays = subdirs("overlays");
+    let controllers = subdirs("controllers");
+    assert!(overlays.contains(&"all".to_string()), "{overlays:?}");
+    for bin in controller_binaries() {
+        assert!(
+            controllers.contains(&overlay_of(&bin)) && overlays.contains(&overlay_of(&bin)),
+            "{bin} has kustomize/controllers/{0} and kustomize/overlays/{0}",
+            overlay_of(&bin)
+        );
+    }
+
+    // The CRDs of base/ are deploy/crds/ (what crdgen writes), every one listed.
+    let crd_dir = repo_root().join("kustomize/base/crds");
+    let mut copied: BTreeSet<String> = std::fs::read_dir(&crd_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for crd in kruise_api::all_crds() {
+        let file = kruise_api::crd_file_name(&crd);
+        let text = std::fs::read_to_string(crd_dir.join(&file)).unwrap_or_default();
+        assert!(
+            text == kruise_api::crd_yaml(&crd),
+            "kustomize/base/crds/{file} differs from deploy/crds: run kustomize/sync-crds.sh"
+        );
+        copied.remove(&file);
+    }
+    assert!(
+        copied.is_empty(),
+        "kustomize/base/crds has CRDs of no kind: {copied:?}; run kustomize/sync-crds.sh"
+    );
+    let base = render("base");
+    assert_eq!(
+        of_kind(&base, "CustomResourceDefinition").len(),
+        kruise_api::all_crds().len()
+    );
+    one(&base, "Namespace", SYSTEM_NS);
+
+    // A server-side dry run creates nothing, so the namespaced objects of a first
+    // install would not find their namespace: it is applied for real first.
+    apply_namespace().await;
+    for overlay in &overlays {
+        let docs = render(&format!("overlays/{overlay}"));
+        // The base: namespace and every CRD.
+        one(&docs, "Namespace", SYSTEM_NS);
+        assert_eq!(
+            of_kind(&docs, "CustomResourceDefinition").len(),
+            kruise_api::all_crds().len(),
+            "{overlay}"
+        );
+        let deployments = of_kind(&docs, "Deployment");
+        let expected = if overlay == "all" {
+            controllers.len()
+        } else {
+            1
+        };
+        assert_eq!(
+            deployments.len(),
+            expected,
+            "{overlay}: one Deployment per controller"
+        );
+        for deployment in deployments {
+            check_deployment(overlay, &docs, deployment);
+        }
+        // Every image can be pointed elsewhere with `images:`.
+        let kustomization = std::fs::read_to_string(
+            repo_root().join(format!("kustomize/overlays/{overlay}/kustomization.yaml")),
+        )
+        .unwrap();
+        for deployment in of_kind(&docs, "Deployment") {
+            let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as_str()
+                .unwrap();
+            let name = image.split(':').next().unwrap();
+            assert!(
+                kustomization.contains(&format!("- name: {name}\n")),
+                "overlays/{overlay} has an images: entry for {name}"
+            );
+        }
+        // Applies, and the server has nothing to warn about.
+        let path = repo_root().join(format!("kustomize/overlays/{overlay}"));
+        let (ok, out, err) = kubectl_async(
+            args(&[
+                "apply",
+                "--dry-run=server",
+                "-k",
+                &path.display().to_string(),
+            ]),
+            None,
+        )
+        .await;
+        assert!(ok, "apply --dry-run=server -k overlays/{overlay}: {err}");
+        // (Objects installed by server-side apply, as the harness installs the CRDs, lack
+        // client-side apply's annotation: kubectl's own notice, not the server's.)
+        let warnings: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.contains("missing the kubectl.kubernetes.io/last-applied-configuration"))
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert!(warnings.is_empty(), "{overlay}: {warnings:?}");
+        assert!(out.contains("(server dry run)"), "{out}");
+    }
+
+    // Every Pod template meets the "restricted" Pod Security Standard: dry-run it as a
+    // Pod in kruise-system, which the base labels to enforce that standard (with its
+    // ServiceAccount, which admission looks up).
+    apply_rbac().await;
+    for deployment in of_kind(&render("overlays/all"), "Deployment") {
+        let template = &deployment["spec"]["template"];
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{}-psa-check", name_of(deployment)), "namespace": SYSTEM_NS,
+                          "labels": template["metadata"]["labels"]},
+            "spec": template["spec"],
+        });
+        let (ok, _, err) = kubectl_async(
+            args(&["create", "--dry-run=server", "-f", "-"]),
+            Some(pod.to_string()),
+        )
+        .await;
+        assert!(ok && err.is_empty(), "{}: {err}", name_of(deployment));
+    }
+
+    // The ServiceMonitor component selects every metrics Service, on its port name.
+    let docs = render_with("overlays/all", "components/servicemonitor");
+    let monitors = of_kind(&docs, "ServiceMonitor");
+    assert_eq!(monitors.len(), 1);
+    let selector = monitors[0]["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let port = monitors[0]["spec"]["endpoints"][0]["port"]
+        .as_str()
+        .unwrap();
+    let selected: Vec<&Value> = of_kind(&docs, "Service")
+        .into_iter()
+        .filter(|s| {
+            selector
+                .iter()
+                .all(|(k, v)| s["metadata"]["labels"][k.as_str()] == *v)
+        })
+        .collect();
+    assert_eq!(
+        selected.len(),
+        controllers.len(),
+        "one metrics Service per controller"
+    );
+    for service in selected {
+        assert!(
+            service["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == port)
+        );
+        assert_eq!(service["spec"]["publishNotReadyAddresses"], true);
+    }
+
+    // The pre-download component turns the gate on and grants ImagePullJobs.
+    let docs = render_with("overlays/cloneset", "controllers/cloneset/predownload");
+    let container =
+        &deployment_of(&docs, "cloneset-ctl")["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        env_value(container, "KRUISE_FEATURE_GATES"),
+        Some("PreDownloadImageForInPlaceUpdate=true")
+    );
+    let role = one(
+        &docs,
+        "ClusterRole",
+        "kruise-cloneset-controller-predownload",
+    );
+    assert_eq!(role["rules"][0]["resources"], json!(["imagepulljobs"]));
+
+    // The webhook configurations shipped are the ones the controllers register.
+    let (validating, mutating) = cloneset_ctl::webhook::configurations(None);
+    let cloneset: Vec<Value> = validating
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .chain(mutating.iter().map(|c| serde_json::to_value(c).unwrap()))
+        .collect();
+    check_webhooks(&render("overlays/cloneset"), cloneset, "cloneset-webhook");
+    // (As registered before the SidecarSets are known: no Pod is sent.)
+    let (validating, mutating) = sidecarset_ctl::webhook::configurations(
+        None,
+        sidecarset_ctl::conditions::match_condition([]),
+    );
+    let sidecarset = vec![
+        serde_json::to_value(validating).unwrap(),
+        serde_json::to_value(mutating).unwrap(),
+    ];
+    check_webhooks(
+        &render("overlays/sidecarset"),
+        sidecarset,
+        "sidecarset-webhook",
+    );
+}
+
+/// What the issue asks of each controller's Deployment and its companions.
+fn check_deployment(overlay: &str, docs: &[Value], deployment: &Value) {
+    let name = name_of(deployment);
+    let what = format!("overlays/{overlay}: Deployment {name}");
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 2, "{what}");
+    assert_eq!(deployment["metadata"]["namespace"], SYSTEM_NS, "{what}");
+    let pod = &spec["template"]["spec"];
+    let annotations = &spec["template"]["metadata"]["annotations"];
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1, "{what}");
+    let c = &containers[0];
+
+    // Leader election on; the webhook CA shared through a Secret of the overlay.
+    assert_eq!(env_value(c, "KRUISE_LEADER_ELECT"), Some("true"), "{what}");
+    let admin_port: u16 = env_value(c, "KRUISE_ADMIN_ADDR")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: KRUISE_ADMIN_ADDR"));
+    let ca_secret = env_value(c, "KRUISE_WEBHOOK_CA_SECRET")
+        .unwrap_or_else(|| panic!("{what}: KRUISE_WEBHOOK_CA_SECRET"));
+    one(docs, "Secret", ca_secret);
+    let webhook_service = env_value(c, "KRUISE_WEBHOOK_SERVICE").unwrap();
+    let service_name = webhook_service
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap();
+    one(docs, "Service", service_name);
+
+    // Probes on the admin port.
+    let port_named = |n: &Value| -> u16 {
+        match n {
+            Value::Number(n) => n.as_u64().unwrap() as u16,
+            Value::String(s) => c["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == s.as_str())
+                .and_then(|p| p["containerPort"].as_u64())
+                .unwrap() as u16,
+            _ => 0,
+        }
+    };
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{what}");
+    assert_eq!(
+        port_named(&c["livenessProbe"]["httpGet"]["port"]),
+        admin_port,
+        "{what}"
+    );
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{what}");
+    assert_eq!(
+        port_named(&c["readinessProbe"]["httpGet"]["port"]),
+        admin_port,
+        "{what}"
+    );
+
+    // Sized: requests and a memory limit.
+    for key in ["requests.cpu", "requests.memory", "limits.memory"] {
+        let (a, b) = key.split_once('.').unwrap();
+        assert!(c["resources"][a][b].is_string(), "{what}: resources.{key}");
+    }
+
+    // Hardened.
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+        "{what}"
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{what}");
+
+    // Scraped.
+    assert_eq!(annotations["prometheus.io/scrape"], "true", "{what}");
+    assert_eq!(
+        annotations["prometheus.io/port"],
+        admin_port.to_string(),
+        "{what}"
+    );
+    assert_eq!(annotations["prometheus.io/path"], "/metrics", "{what}");
+
+    // Its own ServiceAccount, bound to its own roles.
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    one(docs, "ServiceAccount", sa);
+    let bound = |kind: &str| {
+        of_kind(docs, kind)
+            .into_iter()
+            .filter(|b| {
+                b["subjects"].as_array().is_some_and(|s| {
+                    s.iter()
+                        .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa)
+                })
+            })
+            .count()
+    };
+    assert!(
+        bound("ClusterRoleBinding") >= 1 && bound("RoleBinding") >= 1,
+        "{what}"
+    );
+    // A metrics Service selecting the Pods by the admin port.
+    let labels = &spec["template"]["metadata"]["labels"];
+    let selects = |s: &&Value| {
+        s["spec"]["selector"]
+            .as_object()
+            .is_some_and(|sel| sel.iter().all(|(k, v)| labels[k.as_str()] == *v))
+    };
+    assert!(
+        of_kind(docs, "Service")
+            .into_iter()
+            .filter(selects)
+            .any(|s| s["spec"]["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| port_named(&p["targetPort"]) == admin_port)),
+        "{what}: a Service for metrics"
+    );
+}
+
+/// The webhook configurations kustomize ships are the ones the controller registers
+/// (`code`, as its `webhook::configurations` makes them): the controller fills in
+/// clientConfig, caBundle and the system-namespace exclusion only.
+fn check_webhooks(docs: &[Value], code: Vec<Value>, service: &str) {
+    let code: Vec<(String, Value)> = code
+        .into_iter()
+        .map(|c| (c["metadata"]["name"].as_str().unwrap().to_string(), c))
+        .collect();
+    let shipped: Vec<&Value> = of_kind(docs, "ValidatingWebhookConfiguration")
+        .into_iter()
+        .chain(of_kind(docs, "MutatingWebhookConfiguration"))
+        .collect();
+    assert_eq!(shipped.len(), code.len());
+    for (name, from_code) in code {
+        let yaml = shipped
+            .iter()
+            .find(|d| name_of(d) == name)
+            .unwrap_or_else(|| panic!("kustomize ships no webhook configuration {name}"));
+        let (yaml_hooks, code_hooks) = (
+            yaml["webhooks"].as_array().unwrap(),
+            from_code["webhooks"].as_array().unwrap(),
+        );
+        assert_eq!(yaml_hooks.len(), code_hooks.len(), "{name}");
+        for (y, c) in yaml_hooks.iter().zip(code_hooks) {
+            for field in [
+                "name",
+                "rules",
+                "failurePolicy",
+                "timeoutSeconds",
+                "sideEffects",
+                "admissionReviewVersions",
+                "objectSelector",
+                "matchConditions",
+                "reinvocationPolicy",
+            ] {
+                assert_eq!(y.get(field), c.get(field), "{name}: {field}");
+            }
+            assert_eq!(
+                y["clientConfig"]["service"]["path"], c["clientConfig"]["url"],
+                "{name}: the route path"
+            );
+            assert_eq!(y["clientConfig"]["service"]["name"], service, "{name}");
+            // What the runtime adds to a cluster-wide registration.
+            assert_eq!(
+                y["namespaceSelector"]["matchExpressions"][0],
+                json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                       "values": ["kube-system", SYSTEM_NS]}),
+                "{name}"
+            );
+        }
+    }
+}
+
+// --- the ServiceAccounts' RBAC, applied for real ---
+
+static NAMESPACE: OnceCell<()> = OnceCell::const_new();
+static RBAC: OnceCell<()> = OnceCell::const_new();
+
+async fn apply_namespace() {
+    NAMESPACE
+        .get_or_init(|| async {
+            let path = repo_root().join("kustomize/base/namespace.yaml");
+            let (ok, _, err) =
+                kubectl_async(args(&["apply", "-f", &path.display().to_string()]), None).await;
+            assert!(ok, "{err}");
+        })
+        .await;
+}
+
+/// Applies every controller overlay's ServiceAccount, RBAC and CA Secret, once per test
+/// process (never the Deployments or webhook configurations: see the module docs).
+async fn apply_rbac() {
+    apply_namespace().await;
+    RBAC.get_or_init(|| async {
+        let kinds = [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Secret",
+        ];
+        let items: Vec<Value> = render("overlays/all")
+            .into_iter()
+            .filter(|d| kinds.contains(&kind_of(d)))
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let (ok, _, err) = kubectl_async(args(&["apply", "-f", "-"]), Some(list.to_string())).await;
+        assert!(ok, "apply the overlays' RBAC: {err}");
+    })
+    .await;
+}
+
+/// `kubectl auth can-i <verb> <resource> (-n <ns> | --all-namespaces) --as <sa>`;
+/// `resource` is `kind[.group][/name][#subresource]`; `None` asks cluster-wide.
+async fn can_i(sa: &str, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+    let (resource, subresource) = match resource.split_once('#') {
+        Some((r, sub)) => (r, Some(sub)),
+        None => (resource, None),
+    };
+    let mut a = args(&["auth", "can-i", verb, resource]);
+    if let Some(sub) = subresource {
+        a.push(format!("--subresource={sub}"));
+    }
+    a.push(format!("--as=system:serviceaccount:{SYSTEM_NS}:{sa}"));
+    match namespace {
+        Some(ns) => a.extend(args(&["-n", ns])),
+        None => a.push("--all-namespaces".into()),
+    }
+    let (_, out, err) = kubectl_async(a, None).await;
+    match out.trim() {
+        "yes" => true,
+        "no" => false,
+        _ => panic!("kubectl auth can-i {verb} {resource}: {out} {err}"),
+    }
+}
+
+/// `kubectl auth can-i` checks per controller, one a line: `yes|no verb resource
+/// namespace` (`*`: cluster-wide; resource as [`can_i`] takes it). The `yes` lines are
+/// what the controller uses (so the `no` lines are not vacuous).
+const CLONESET_CHECKS: &str = "
+    yes watch  clonesets.apps.kruise.io                                *
+    yes watch  pods                                                    *
+    yes watch  persistentvolumeclaims                                  *
+    yes watch  controllerrevisions.apps                                *
+    yes patch  clonesets.apps.kruise.io                                default
+    yes patch  clonesets.apps.kruise.io#status                         default
+    yes create pods                                                    default
+    yes patch  pods#status                                             default
+    yes create persistentvolumeclaims                                  default
+    yes delete controllerrevisions.apps                                default
+    yes create events.events.k8s.io                                    default
+    yes patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    yes update secrets/cloneset-webhook-ca                             kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    yes create mutatingwebhookconfigurations/kruise-cloneset-mutating  *
+    # Secrets: its CA Secret only; never another, never a list, a create or a delete.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/sidecarset-webhook-ca                           kruise-system
+    no  create secrets                                                 kruise-system
+    no  delete secrets/cloneset-webhook-ca                             kruise-system
+    # Other kinds' custom resources (ImagePullJobs only with the predownload component).
+    no  list   sidecarsets.apps.kruise.io                              *
+    no  list   statefulsets.apps.kruise.io                             default
+    no  list   daemonsets.apps.kruise.io                               default
+    no  create imagepulljobs.apps.kruise.io                            default
+    # CloneSets are the users': never created, replaced or deleted.
+    no  create clonesets.apps.kruise.io                                default
+    no  update clonesets.apps.kruise.io                                default
+    no  delete clonesets.apps.kruise.io                                default
+    # No nodes; no writes beyond its own kinds.
+    no  get    nodes                                                   *
+    no  patch  nodes                                                   *
+    no  update pods                                                    default
+    no  create pods#exec                                               default
+    no  create pods#eviction                                           default
+    no  update persistentvolumeclaims                                  default
+    no  list   deployments.apps                                        default
+    no  get    configmaps                                              default
+    no  create serviceaccounts#token                                   kruise-system
+    no  list   namespaces                                              *
+    no  patch  leases.coordination.k8s.io/sidecarset-controller        kruise-system
+    no  create leases.coordination.k8s.io                              default
+    # Other webhook configurations; deleting or listing its own.
+    no  patch  validatingwebhookconfigurations/kruise-sidecarset-validating *
+    no  patch  mutatingwebhookconfigurations/some-other-webhook        *
+    no  delete validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  list   validatingwebhookconfigurations                         *
+    # Nothing to grant itself more with.
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  bind   clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const SIDECARSET_CHECKS: &str = "
+    yes watch  sidecarsets.apps.kruise.io                              *
+    yes patch  sidecarsets.apps.kruise.io#status                       *
+    yes watch  pods                                                    *
+    yes patch  pods                                                    default
+    yes patch  pods#status                                             default
+    yes watch  namespaces                                              *
+    yes create events.events.k8s.io                                    default
+    yes create controllerrevisions.apps                                kruise-system
+    yes get    configmaps/kruise-configuration                         kruise-system
+    yes patch  leases.coordination.k8s.io/sidecarset-controller        kruise-system
+    yes update secrets/sidecarset-webhook-ca                           kruise-system
+    yes patch  mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    # Secrets: its CA Secret only.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/cloneset-webhook-ca                             kruise-system
+    no  create secrets                                                 kruise-system
+    # Revisions and configuration in its own namespace only, one ConfigMap.
+    no  create controllerrevisions.apps                                default
+    no  list   controllerrevisions.apps                                *
+    no  get    configmaps                                              kruise-system
+    no  get    configmaps/kruise-configuration                         default
+    # Pods are the workloads': never created, deleted, replaced, evicted or exec'd into.
+    no  create pods                                                    default
+    no  delete pods                                                    default
+    no  update pods                                                    default
+    no  create pods#eviction                                           default
+    no  create pods#exec                                               default
+    # SidecarSets are the users': written only through their status.
+    no  patch  sidecarsets.apps.kruise.io                              *
+    no  delete sidecarsets.apps.kruise.io                              *
+    no  list   clonesets.apps.kruise.io                                default
+    no  patch  nodes                                                   *
+    no  patch  namespaces                                              *
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  delete mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  create serviceaccounts#token                                   kruise-system
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_grants_each_controller_only_what_it_uses() {
+    kruise_e2e::client().await;
+    apply_rbac().await;
+    let docs = render("overlays/all");
+    // (service account, allowed, verb, resource, namespace)
+    let mut checks: Vec<(String, bool, String, String, Option<String>)> = Vec::new();
+    for (bin, table) in [
+        ("cloneset-ctl", CLONESET_CHECKS),
+        ("sidecarset-ctl", SIDECARSET_CHECKS),
+    ] {
+        let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        for line in table.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(f.len(), 4, "{line}");
+            let namespace = (f[3] != "*").then(|| f[3].to_string());
+            checks.push((
+                sa.into(),
+                f[0] == "yes",
+                f[1].into(),
+                f[2].into(),
+                namespace,
+            ));
+        }
+    }
+    let answers = futures::future::join_all(
+        checks
+            .iter()
+            .map(|(sa, _, verb, resource, ns)| can_i(sa, verb, resource, ns.as_deref())),
+    )
+    .await;
+    let wrong: Vec<String> = checks
+        .iter()
+        .zip(answers)
+        .filter(|((_, allowed, ..), answer)| answer != allowed)
+        .map(|((sa, allowed, verb, resource, ns), _)| {
+            format!(
+                "{sa} {} {verb} {resource} in {}",
+                if *allowed { "cannot" } else { "can" },
+                ns.as_deref().unwrap_or("all namespaces")
+            )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "RBAC is not what the controllers use:\n{}",
+        wrong.join("\n")
+    );
+}
+
+// --- controller binaries, run as processes ---
+
+static BUILT: OnceCell<PathBuf> = OnceCell::const_new();
+
+/// Builds every controller binary (debug, the workspace's target dir) once per test
+/// process; the directory holding them.
+async fn binaries() -> PathBuf {
+    BUILT
+        .get_or_init(|| async {
+            let bins = controller_binaries();
+            tokio::task::spawn_blocking(move || {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                let mut cmd = Command::new(cargo);
+                cmd.current_dir(repo_root()).args(["build", "--quiet"]);
+                for b in &bins {
+                    cmd.args(["--bin", b]);
+                }
+                let status = cmd.status().expect("run cargo build");
+                assert!(status.success(), "cargo build of {bins:?} failed");
+            })
+            .await
+            .unwrap();
+            // The test binary is target/debug/deps/e2e-<hash>.
+            std::env::current_exe()
+                .unwrap()
+                .parent()
+                .and_then(Path::parent)
+                .unwrap()
+                .to_path_buf()
+        })
+        .await
+        .clone()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A GET over HTTP/1.0 (no chunked encoding to undo): (status, body).
+async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line: {head}"))?;
+    Ok((code, body.to_string()))
+}
+
+/// A kubeconfig for the local cluster that authenticates with a fresh token of the
+/// ServiceAccount, and nothing else.
+async fn token_kubeconfig(sa: &str, dir: &Path) -> PathBuf {
+    let (ok, token, err) = kubectl_async(
+        args(&["create", "token", sa, "-n", SYSTEM_NS, "--duration=1h"]),
+        None,
+    )
+    .await;
+    assert!(ok, "kubectl create token {sa}: {err}");
+    let admin = kube::config::Kubeconfig::read_from(kubeconfig_path()).unwrap();
+    let cluster = admin.clusters[0].cluster.clone().unwrap();
+    let mut c = json!({"server": cluster.server});
+    if let Some(ca) = cluster.certificate_authority {
+        c["certificate-authority"] = json!(ca);
+    }
+    if let Some(data) = cluster.certificate_authority_data {
+        c["certificate-authority-data"] = json!(data);
+    }
+    let config = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "local", "cluster": c}],
+        "users": [{"name": sa, "user": {"token": token.trim()}}],
+        "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa}}],
+        "current-context": sa,
+    });
+    let path = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// What the namespace-scoped instance a test runs does differently from the deployed,
+/// cluster-wide one, granted on top of the overlay's RBAC (which is applied unchanged):
+/// it names its webhook configurations `<name>-<namespace>` (the overlay's webhook
+/// rules, for those names), and what the deployed controller keeps in its own namespace
+/// (SidecarSet revisions, say) it keeps in the namespace it watches (the overlay's Role,
+/// also there). Removed on drop.
+struct ScopedGrant(String);
+
+impl ScopedGrant {
+    async fn new(docs: &[Value], sa: &str, namespace: &str) -> Self {
+        let name = format!("e2e-{sa}-{namespace}");
+        let bound_to_sa = |binding_kind: &str, role: &Value| {
+            of_kind(docs, binding_kind).iter().any(|b| {
+                b["roleRef"]["name"] == role["metadata"]["name"] && b["subjects"][0]["name"] == sa
+            })
+        };
+        let webhook_rules: Vec<Value> = of_kind(docs, "ClusterRole")
+            .into_iter()
+            .filter(|r| bound_to_sa("ClusterRoleBinding", r))
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|rule| rule["apiGroups"][0] == "admissionregistration.k8s.io")
+            .map(|mut rule| {
+                let names: Vec<Value> = rule["resourceNames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| json!(format!("{}-{namespace}", n.as_str().unwrap())))
+                    .collect();
+                rule["resourceNames"] = json!(names);
+                rule
+            })
+            .collect();
+        assert!(
+            !webhook_rules.is_empty(),
+            "{sa} has webhook-configuration rules"
+        );
+        let own_namespace_rules: Vec<Value> = of_kind(docs, "Role")
+            .into_iter()
+            .filter(|r| bound_to_sa("RoleBinding", r))
+            .flat_map(|r| r["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let rbac = "rbac.authorization.k8s.io";
+        let subjects = json!([{"kind": "ServiceAccount", "name": sa, "namespace": SYSTEM_NS}]);
+        let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": format!("{rbac}/v1"), "kind": "ClusterRole",
+             "metadata": {"name": name}, "rules": webhook_rules},
+            {"apiVersion": format!("{rbac}/v1"), "kind": "ClusterRoleBinding",
+             "metadata": {"name": name},
+             "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name},
+             "subjects": subjects},
+            {"apiVersion": format!("{rbac}/v1"), "kind": "Role",
+             "metadata": {"name": name, "namespace": namespace}, "rules": own_namespace_rules},
+            {"apiVersion": format!("{rbac}/v1"), "kind": "RoleBinding",
+             "metadata": {"name": name, "namespace": namespace},
+             "roleRef": {"apiGroup": rbac, "kind": "Role", "name": name},
+             "subjects": subjects},
+        ]});
+        let (ok, _, err) =
+            kubectl_async(args(&["apply", "-f", "-"]), Some(objects.to_string())).await;
+        assert!(ok, "{err}");
+        ScopedGrant(name)
+    }
+}
+
+impl Drop for ScopedGrant {
+    fn drop(&mut self) {
+        // (The Role and RoleBinding go with the test's namespace.)
+        let _ = kubectl(
+            &[
+                "delete",
+                "clusterrole,clusterrolebinding",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
+}
+
+/// A controller binary running as its Deployment would, but on this machine.
+struct Process {
+    child: Child,
+    bin: String,
+    admin: SocketAddr,
+    webhook_port: u16,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `bin` with the environment of its Deployment in `docs` (fieldRefs
+    /// resolved, `$(VAR)` expanded), except: listening on free loopback ports, reached
+    /// by URL instead of the Service, acting in `namespace` only, with `kubeconfig`,
+    /// and `leader_elect` when given.
+    async fn start(
+        docs: &[Value],
+        bin: &str,
+        namespace: &str,
+        kubeconfig: &Path,
+        dir: &Path,
+        leader_elect: Option<bool>,
+    ) -> Self {
+        let container = &deployment_of(docs, bin)["spec"]["template"]["spec"]["containers"][0];
+        let pod_name = format!("{bin}-{namespace}");
+        let mut env: Vec<(String, String)> = Vec::new();
+        for e in container["env"].as_array().unwrap() {
+            let name = e["name"].as_str().unwrap().to_string();
+            let value = match e["value"].as_str() {
+                Some(v) => v.to_string(),
+                None => match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                    Some("metadata.namespace") => SYSTEM_NS.to_string(),
+                    Some("metadata.name") => pod_name.clone(),
+                    other => panic!("{bin}: env {name} from {other:?}"),
+                },
+            };
+            let expanded = env
+                .iter()
+                .fold(value, |v, (k, val)| v.replace(&format!("$({k})"), val));
+            env.push((name, expanded));
+        }
+        let admin_port = free_port();
+        let webhook_port = free_port();
+        let mut set = |k: &str, v: String| {
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_string(), v));
+        };
+        set("KRUISE_ADMIN_ADDR", format!("127.0.0.1:{admin_port}"));
+        set("KRUISE_WEBHOOK_ADDR", format!("127.0.0.1:{webhook_port}"));
+        set(
+            "KRUISE_WEBHOOK_URL",
+            format!("https://127.0.0.1:{webhook_port}"),
+        );
+        set("KRUISE_WATCH_NAMESPACE", namespace.to_string());
+        set("KUBECONFIG", kubeconfig.display().to_string());
+        if let Some(on) = leader_elect {
+            set("KRUISE_LEADER_ELECT", on.to_string());
+        }
+        env.retain(|(k, _)| k != "KRUISE_WEBHOOK_SERVICE");
+        let log = dir.join(format!("{bin}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(binaries().await.join(bin))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {bin}: {e}"));
+        let process = Process {
+            child,
+            bin: bin.to_string(),
+            admin: ([127, 0, 0, 1], admin_port).into(),
+            webhook_port,
+            log,
+        };
+        process.wait_ready().await;
+        process
+    }
+
+    async fn wait_ready(&self) {
+        wait_for(&format!("{} /readyz", self.bin), MINUTE, || async {
+            match http_get(self.admin, "/readyz").await {
+                Ok((200, _)) => Ok(()),
+                Ok((code, body)) => Err(format!("{code}: {body}")),
+                Err(e) => Err(format!("{e}; log: {}", self.tail())),
+            }
+        })
+        .await;
+    }
+
+    fn tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(15)..].join("\n")
+    }
+
+    async fn metrics(&self) -> String {
+        http_get(self.admin, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    /// SIGTERM, as the kubelet does; the exit status.
+    async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "{} did not stop within 20s of SIGTERM; log:\n{}",
+                    self.bin,
+                    self.tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- {} log ({}):\n{}",
+                self.bin,
+                self.log.display(),
+                self.tail()
+            );
+        }
+    }
+}
+
+/// A scratch directory, removed on drop unless the test failed.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kruise-deploy-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+// --- CloneSet helpers ---
+
+fn cloneset_yaml(name: &str, replicas: i32, image: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: {name}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: main
+        image: {image}
+  updateStrategy:
+    type: InPlaceIfPossible
+"#
+    )
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Waits for `n` ready Pods of `app`, all running `image`; (name, uid) of each.
+async fn wait_pods(
+    ns: &TestNamespace,
+    app: &str,
+    n: usize,
+    image: &str,
+) -> BTreeSet<(String, String)> {
+    let pods: Api<Pod> = ns.api();
+    wait_for(
+        &format!("{n} ready pods of {app} with {image}"),
+        MINUTE,
+        || {
+            let pods = pods.clone();
+            async move {
+                let list: Vec<Pod> = pods
+                    .list(&ListParams::default().labels(&format!("app={app}")))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .collect();
+                let good = list
+                    .iter()
+                    .filter(|p| {
+                        is_ready(p)
+                            && p.spec.as_ref().unwrap().containers[0].image.as_deref()
+                                == Some(image)
+                    })
+                    .count();
+                if list.len() == n && good == n {
+                    Ok(list
+                        .iter()
+                        .map(|p| (p.name_any(), p.uid().unwrap()))
+                        .collect())
+                } else {
+                    Err(format!("{} pods, {good} ready with {image}", list.len()))
+                }
+            }
+        },
+    )
+    .await
+}
+
+async fn wait_cloneset_status(ns: &TestNamespace, name: &str, replicas: i32) {
+    let api: Api<CloneSet> = ns.api();
+    wait_for(
+        &format!("{name} status {replicas}/{replicas} updated and ready"),
+        MINUTE,
+        || {
+            let api = api.clone();
+            async move {
+                let cs = api.get(name).await.map_err(|e| e.to_string())?;
+                let s = cs.status.clone().unwrap_or_default();
+                if Some(s.observed_generation) == cs.metadata.generation
+                    && s.ready_replicas == replicas
+                    && s.updated_ready_replicas == replicas
+                    && s.replicas == replicas
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            }
+        },
+    )
+    .await;
+}
+
+async fn scale(ns: &TestNamespace, name: &str, replicas: i32) {
+    ns.api::<CloneSet>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale");
+}
+
+// --- RBAC is sufficient ---
+
+/// A controller binary started as deployed, on a token of its ServiceAccount only.
+struct OnItsRbac {
+    ctl: Process,
+    bin: String,
+    ns: TestNamespace,
+    _grant: ScopedGrant,
+    _scratch: Scratch,
+}
+
+impl OnItsRbac {
+    /// Starts `bin` with leader election on, as deployed (its Lease in kruise-system on
+    /// the Role's grant), and checks its webhook registered itself with the token,
+    /// trusting the CA of the overlay's CA Secret.
+    async fn start(bin: &str, prefix: &str) -> Self {
+        let ns = TestNamespace::new(prefix).await;
+        apply_rbac().await;
+        let docs = render(&format!("overlays/{}", overlay_of(bin)));
+        let deployment = deployment_of(&docs, bin);
+        let sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap();
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let ca_secret = env_value(container, "KRUISE_WEBHOOK_CA_SECRET").unwrap();
+        let scratch = Scratch::new(&ns.name);
+        let grant = ScopedGrant::new(&docs, sa, &ns.name).await;
+        let kubeconfig = token_kubeconfig(sa, &scratch.0).await;
+        let ctl = Process::start(&docs, bin, &ns.name, &kubeconfig, &scratch.0, None).await;
+        // It reconciles once it holds the Lease (another run on this cluster may hold it
+        // for a while: then this one waits its turn, as a second replica does).
+        wait_for(&format!("{bin} to lead"), 3 * MINUTE, || async {
+            let metrics = ctl.metrics().await;
+            if metrics
+                .lines()
+                .any(|l| l.starts_with("kruise_leader{") && l.ends_with(" 1"))
+            {
+                Ok(())
+            } else {
+                Err(ctl.tail())
+            }
+        })
+        .await;
+
+        let secrets: Api<Secret> = Api::namespaced(ns.client.clone(), SYSTEM_NS);
+        let stored = secrets.get(ca_secret).await.expect("CA Secret");
+        let bundle = stored.data.unwrap_or_default()["ca.crt"].0.clone();
+        for config in of_kind(&docs, "ValidatingWebhookConfiguration")
+            .into_iter()
+            .chain(of_kind(&docs, "MutatingWebhookConfiguration"))
+        {
+            let name = format!("{}-{}", name_of(config), ns.name);
+            let kind = kind_of(config).to_lowercase();
+            let live = wait_for(&format!("{kind} {name}"), MINUTE, || async {
+                let (ok, out, err) =
+                    kubectl_async(args(&["get", &kind, &name, "-o", "json"]), None).await;
+                if ok { Ok(out) } else { Err(err) }
+            })
+            .await;
+            let live: Value = serde_json::from_str(&live).unwrap();
+            for hook in live["webhooks"].as_array().unwrap() {
+                let cc = &hook["clientConfig"];
+                let url = cc["url"].as_str().unwrap();
+                assert!(
+                    url.starts_with(&format!("https://127.0.0.1:{}/", ctl.webhook_port)),
+                    "{name}: {url}"
+                );
+                let ca = base64_decode(cc["caBundle"].as_str().unwrap());
+                assert_eq!(ca, bundle, "{name}: the caBundle is the Secret's");
+            }
+        }
+        OnItsRbac {
+            ctl,
+            bin: bin.to_string(),
+            ns,
+            _grant: grant,
+            _scratch: scratch,
+        }
+    }
+
+    /// After the scenario: the Lease was held, no request was refused, and SIGTERM
+    /// stops the process cleanly.
+    async fn finish(self, lease: &str) {
+        let (_, holder, _) = kubectl_async(
+            args(&[
+                "get",
+                "lease",
+                lease,
+                "-n",
+                SYSTEM_NS,
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ]),
+            None,
+        )
+        .await;
+        assert!(
+            holder.starts_with(&format!("{}-{}_", self.bin, self.ns.name)),
+            "lease {lease} held by {holder:?}"
+        );
+        let metrics = self.ctl.metrics().await;
+        let forbidden: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("kruise_api_requests_total") && l.contains("code=\"403\""))
+            .collect();
+        assert!(forbidden.is_empty(), "forbidden requests: {forbidden:?}");
+        assert!(
+            metrics.contains("kruise_api_requests_total"),
+            "the metrics were read"
+        );
+        assert!(self.ctl.stop().await.success(), "clean exit on SIGTERM");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloneset_ctl_runs_on_its_overlay_rbac_alone() {
+    let run = OnItsRbac::start("cloneset-ctl", "deploy-cs").await;
+    let ns = &run.ns;
+    // 3 Pods, the CloneSet defaulted by the mutating webhook, all ready.
+    ns.apply(&cloneset_yaml("web", 3, "nginx:alpine"))
+        .await
+        .expect("create CloneSet");
+    let cs = ns.api::<CloneSet>().get("web").await.unwrap();
+    assert_eq!(
+        cs.spec.revision_history_limit,
+        Some(10),
+        "defaulted by the webhook"
+    );
+    wait_pods(ns, "web", 3, "nginx:alpine").await;
+    wait_cloneset_status(ns, "web", 3).await;
+    // Scale out.
+    scale(ns, "web", 5).await;
+    let before = wait_pods(ns, "web", 5, "nginx:alpine").await;
+    wait_cloneset_status(ns, "web", 5).await;
+    // In-place image update: the same Pods (names and UIDs), new image.
+    ns.api::<CloneSet>()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {
+                "containers": [{"name": "main", "image": "nginx:1.27-alpine"}]}}}})),
+        )
+        .await
+        .unwrap();
+    let after = wait_pods(ns, "web", 5, "nginx:1.27-alpine").await;
+    assert_eq!(before, after, "updated in place: same names and UIDs");
+    wait_cloneset_status(ns, "web", 5).await;
+    // Validation by the token-registered webhook.
+    let err = ns
+        .apply(&cloneset_yaml("bad", 1, "nginx:alpine").replace(
+            "type: InPlaceIfPossible",
+            "type: InPlaceOnly\n    maxSurge: 1",
+        ))
+        .await
+        .expect_err("maxSurge with InPlaceOnly is refused");
+    assert!(
+        err.contains("can not use maxSurge with strategy type InPlaceOnly"),
+        "{err}"
+    );
+    // Events, written on the overlay's grant.
+    let (_, events, _) = kubectl_async(
+        args(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={range .items[*]}{.reportingController} {.reason}{\"\\n\"}{end}",
+        ]),
+        None,
+    )
+    .await;
+    assert!(
+        events.contains("cloneset-controller SuccessfulCreate"),
+        "{events}"
+    );
+    run.finish(cloneset_ctl::CONTROLLER_NAME).await;
+}
+
+/// Deletes a (cluster-scoped) SidecarSet, even when the test fails.
+struct DeleteSidecarSet(String);
+
+impl Drop for DeleteSidecarSet {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "sidecarset",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
+}
+
+fn sidecar_image(p: &Pod) -> Option<String> {
+    p.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "sidecar")
+        .and_then(|c| c.image.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecarset_ctl_runs_on_its_overlay_rbac_alone() {
+    let run = OnItsRbac::start("sidecarset-ctl", "deploy-ss").await;
+    let ns = &run.ns;
+    let name = format!("deploy-{}", ns.name.rsplit('-').next().unwrap());
+    let _cleanup = DeleteSidecarSet(name.clone());
+    let sidecarset = |image: &str| {
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+               "metadata": {"name": name},
+               "spec": {"namespace": ns.name, "selector": {"matchLabels": {"app": "web"}},
+                        "updateStrategy": {"type": "RollingUpdate"},
+                        "containers": [{"name": "sidecar", "image": image,
+                                        "command": ["sleep", "999d"]}]}})
+        .to_string()
+    };
+    let sidecarsets: Api<SidecarSet> = Api::all(ns.client.clone());
+    let wait_status = |what: &'static str, want: (i32, i32)| {
+        let sidecarsets = sidecarsets.clone();
+        let name = name.clone();
+        async move {
+            wait_for(what, MINUTE, || async {
+                let ss = sidecarsets.get(&name).await.map_err(|e| e.to_string())?;
+                let s = ss.status.clone().unwrap_or_default();
+                if Some(s.observed_generation) == ss.metadata.generation
+                    && (s.matched_pods, s.updated_pods) == want
+                {
+                    Ok(ss)
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            })
+            .await
+        }
+    };
+    // Defaulted and hashed by the token-registered mutating webhook.
+    ns.apply(&sidecarset("busybox:1.36"))
+        .await
+        .expect("create SidecarSet");
+    let ss = wait_status("SidecarSet status 0 matched", (0, 0)).await;
+    assert!(
+        ss.annotations()
+            .contains_key(kruise_api::keys::SIDECARSET_HASH),
+        "{:?}",
+        ss.annotations()
+    );
+    // The Pod webhook's matchCondition, re-registered with the token, now covers it...
+    let config = format!("kruise-sidecarset-mutating-{}", ns.name);
+    wait_for(
+        "the Pod webhook to cover the SidecarSet",
+        MINUTE,
+        || async {
+            let (ok, out, err) = kubectl_async(
+                args(&[
+                    "get",
+                    "mutatingwebhookconfiguration",
+                    &config,
+                    "-o",
+                    "jsonpath={.webhooks[0].matchConditions[0].expression}",
+                ]),
+                None,
+            )
+            .await;
+            if ok && out.contains("'web'") {
+                Ok(())
+            } else {
+                Err(format!("{out} {err}"))
+            }
+        },
+    )
+    .await;
+    // ...so a new Pod gets the sidecar.
+    let pods: Api<Pod> = ns.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx:alpine"}]},
+    }))
+    .unwrap();
+    let created = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create Pod");
+    assert_eq!(sidecar_image(&created).as_deref(), Some("busybox:1.36"));
+    wait_status("SidecarSet status 1 matched, 1 updated", (1, 1)).await;
+    // A new sidecar image is rolled out in place: the same Pod, the new image.
+    ns.apply(&sidecarset("busybox:1.37"))
+        .await
+        .expect("update SidecarSet");
+    let upgraded = wait_for("the sidecar upgraded in place", MINUTE, || async {
+        let p = pods.get("web-0").await.map_err(|e| e.to_string())?;
+        if sidecar_image(&p).as_deref() == Some("busybox:1.37") {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", sidecar_image(&p)))
+        }
+    })
+    .await;
+    assert_eq!(upgraded.uid(), created.uid(), "the same Pod");
+    wait_status("SidecarSet status 1 matched, 1 updated", (1, 1)).await;
+    run.finish(sidecarset_ctl::CONTROLLER_NAME).await;
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
+        let v = ALPHABET.iter().position(|a| *a == c).expect("base64") as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+// --- Prometheus ---
+
+/// Debian's prometheus, installed when missing (also by tests/deps.sh).
+fn prometheus_binary() -> PathBuf {
+    let found = || {
+        std::env::var("PATH")
+            .unwrap_or_default()
+            .split(':')
+            .map(|d| Path::new(d).join("prometheus"))
+            .find(|p| p.is_file())
+    };
+    if let Some(p) = found() {
+        return p;
+    }
+    let sudo = if is_root() { "" } else { "sudo " };
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{sudo}apt-get update -qq && {sudo}env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus"
+        ))
+        .status()
+        .expect("apt-get");
+    assert!(status.success(), "installing prometheus failed");
+    found().expect("prometheus on PATH after installing it")
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Prometheus {
+    /// Scrapes `targets` (binary → admin address) every second; each target's series carry
+    /// a `binary` label.
+    async fn start(dir: &Path, targets: &[(String, SocketAddr)]) -> Self {
+        let bin = tokio::task::spawn_blocking(prometheus_binary)
+            .await
+            .unwrap();
+        let statics: Vec<Value> = targets
+            .iter()
+            .map(|(name, addr)| json!({"targets": [addr.to_string()], "labels": {"binary": name}}))
+            .collect();
+        let config = json!({
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "kruise", "metrics_path": "/metrics", "static_configs": statics}],
+        });
+        let config_file = dir.join("prometheus.yml");
+        std::fs::write(&config_file, config.to_string()).unwrap();
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(bin)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        let prometheus = Prometheus { child, addr };
+        wait_for("prometheus ready", MINUTE, || async {
+            match http_get(addr, "/-/ready").await {
+                Ok((200, _)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        prometheus
+    }
+
+    /// An instant query: (labels, value) per series.
+    async fn query(&self, promql: &str) -> Result<Vec<(BTreeMap<String, String>, f64)>, String> {
+        let (code, body) = http_get(
+            self.addr,
+            &format!("/api/v1/query?query={}", url_encode(promql)),
+        )
+        .await?;
+        let json: Value =
+            serde_json::from_str(&body).map_err(|e| format!("{code}: {e}: {body}"))?;
+        if json["status"] != "success" {
+            return Err(body);
+        }
+        Ok(json["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let labels = r["metric"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect();
+                (
+                    labels,
+                    r["value"][1]
+                        .as_str()
+                        .unwrap_or("NaN")
+                        .parse()
+                        .unwrap_or(f64::NAN),
+                )
+            })
+            .collect())
+    }
+
+    /// The value of the series of `binary` in a query's result.
+    async fn value(&self, promql: &str, binary: &str) -> Result<f64, String> {
+        let result = self.query(promql).await?;
+        result
+            .iter()
+            .find(|(l, _)| l.get("binary").map(String::as_str) == Some(binary))
+            .map(|(_, v)| *v)
+            .ok_or_else(|| format!("no {promql} for {binary}: {result:?}"))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_every_controller() {
+    let ns = TestNamespace::new("deploy-prom").await;
+    apply_rbac().await;
+    let docs = render("overlays/all");
+    let scratch = Scratch::new(&ns.name);
+    let mut processes = Vec::new();
+    let mut grants = Vec::new();
+    for bin in controller_binaries() {
+        let sa = deployment_of(&docs, &bin)["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        grants.push(ScopedGrant::new(&docs, &sa, &ns.name).await);
+        let kubeconfig = token_kubeconfig(&sa, &scratch.0).await;
+        // Leader election off: another test may hold the deployed Lease.
+        processes.push(
+            Process::start(&docs, &bin, &ns.name, &kubeconfig, &scratch.0, Some(false)).await,
+        );
+    }
+    let targets: Vec<(String, SocketAddr)> =
+        processes.iter().map(|p| (p.bin.clone(), p.admin)).collect();
+    let prometheus = Prometheus::start(&scratch.0, &targets).await;
+
+    // Every controller is up, and exports API request counts.
+    for (bin, _) in &targets {
+        wait_for(&format!("up == 1 for {bin}"), MINUTE, || async {
+            match prometheus.value("up{job=\"kruise\"}", bin).await {
+                Ok(1.0) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+        wait_for(
+            &format!("kruise_api_requests_total of {bin}"),
+            MINUTE,
+            || async {
+                prometheus
+                    .value("sum by (binary) (kruise_api_requests_total)", bin)
+                    .await
+                    .map(|_| ())
+            },
+        )
+        .await;
+    }
+
+    // A CloneSet scales: cloneset-ctl's reconcile and API request counts move.
+    ns.apply(&cloneset_yaml("scraped", 1, "nginx:alpine"))
+        .await
+        .unwrap();
+    wait_pods(&ns, "scraped", 1, "nginx:alpine").await;
+    let reconciles = "sum by (binary) (kruise_reconcile_total{binary=\"cloneset-ctl\"})";
+    let requests = "sum by (binary) (kruise_api_requests_total{binary=\"cloneset-ctl\",verb=\"create\",resource=\"pods\"})";
+    let read = |q: &'static str| {
+        let prometheus = &prometheus;
+        async move { prometheus.value(q, "cloneset-ctl").await }
+    };
+    let (r0, c0) = wait_for(
+        "reconcile and pod-create counts of the first Pod",
+        MINUTE,
+        || async {
+            let (r, c) = (read(reconciles).await?, read(requests).await?);
+            if c >= 1.0 {
+                Ok((r, c))
+            } else {
+                Err(format!("{c} pod creates"))
+            }
+        },
+    )
+    .await;
+    scale(&ns, "scraped", 4).await;
+    wait_pods(&ns, "scraped", 4, "nginx:alpine").await;
+    wait_for(
+        "the counters to move with the scale-out",
+        MINUTE,
+        || async {
+            let (r, c) = (read(reconciles).await?, read(requests).await?);
+            if r > r0 && c >= c0 + 3.0 {
+                Ok(())
+            } else {
+                Err(format!("reconciles {r0} → {r}, pod creates {c0} → {c}"))
+            }
+        },
+    )
+    .await;
+    drop(prometheus);
+    for p in processes {
+        assert!(p.stop().await.success());
+    }
+    drop(grants);
+}
+
+// --- a webhook CA shared by two replicas ---
+
+const DENIAL: &str = "e2e: configmaps labelled deny=true are refused";
+
+fn deny_route(seen: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Route {
+    Route::new(
+        "/validate",
+        "deny",
+        kruise_runtime::webhook::typed(move |req: AdmissionRequest<ConfigMap>| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let deny = req
+                    .object
+                    .as_ref()
+                    .and_then(|c| c.metadata.labels.as_ref())
+                    .is_some_and(|l| l.get("deny").map(String::as_str) == Some("true"));
+                Ok(if deny {
+                    AdmissionResponse::from(&req).deny(DENIAL)
+                } else {
+                    AdmissionResponse::from(&req)
+                })
+            }
+        }),
+    )
+}
+
+fn deny_configuration(name: &str, ns: &str) -> ValidatingWebhookConfiguration {
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "deny.e2e.kruise.io".into(),
+            client_config: WebhookClientConfig {
+                url: Some("/validate".into()),
+                ..Default::default()
+            },
+            rules: Some(vec![
+                k8s_openapi::api::admissionregistration::v1::RuleWithOperations {
+                    api_groups: Some(vec!["".into()]),
+                    api_versions: Some(vec!["v1".into()]),
+                    operations: Some(vec!["CREATE".into()]),
+                    resources: Some(vec!["configmaps".into()]),
+                    scope: Some("Namespaced".into()),
+                },
+            ]),
+            failure_policy: Some("Fail".into()),
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    "kubernetes.io/metadata.name".to_string(),
+                    ns.to_string(),
+                )])),
+                ..Default::default()
+            }),
+            timeout_seconds: Some(5),
+            ..Default::default()
+        }]),
+    }
+}
+
+/// One replica: the Secret in the test's namespace, rotations every ~10s.
+async fn replica(name: &str, ns: &str, secret: &str) -> Runtime {
+    let settings = Settings {
+        admin_addr: ([127, 0, 0, 1], 0).into(),
+        webhook_addr: ([127, 0, 0, 1], 0).into(),
+        webhook_url: Some("https://127.0.0.1:0".into()),
+        webhook_ca_secret: Some(secret.into()),
+        namespace: ns.into(),
+        leader_elect: false,
+        ..Default::default()
+    };
+    Runtime::new(name, settings, kube_config().await)
+        .await
+        .expect("runtime")
+}
+
+/// Creating a `deny=true` ConfigMap is refused with our message, through whichever
+/// replica the configuration points at.
+async fn denied(cms: &Api<ConfigMap>) -> Result<(), String> {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("probe".into()),
+            labels: Some(BTreeMap::from([("deny".to_string(), "true".to_string())])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match cms.create(&dry_run, &cm).await {
+        Err(kube::Error::Api(e)) if e.message.contains(DENIAL) => Ok(()),
+        Err(e) => Err(e.to_string()),
+        Ok(_) => Err("admitted".into()),
+    }
+}
+
+/// Waits until a denial is served by the replica counting in `seen` (the apiserver sees
+/// a re-registered URL through a watch, a moment after the apply).
+async fn served_by(seen: &std::sync::atomic::AtomicUsize, cms: &Api<ConfigMap>) {
+    let before = seen.load(std::sync::atomic::Ordering::SeqCst);
+    wait_for(
+        "a denial served by the registered replica",
+        MINUTE,
+        || async {
+            denied(cms).await?;
+            if seen.load(std::sync::atomic::Ordering::SeqCst) > before {
+                Ok(())
+            } else {
+                Err("denied by the other replica".to_string())
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_replicas_share_one_ca_through_the_secret() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    let ns = TestNamespace::new("deploy-ca").await;
+    let name = format!("e2e-ca-{}", ns.name);
+    let secret_name = "webhook-ca";
+    let options = || Options {
+        rotation: Rotation {
+            ca_validity: Duration::from_secs(40),
+            serving_validity: Duration::from_secs(3600),
+            rotate_at: 0.5,
+            check_interval: Duration::from_millis(250),
+            backdate: Duration::ZERO,
+            propagation: Duration::from_secs(1),
+        },
+        ..Options::default()
+    };
+    let (seen_a, seen_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (a, b) = tokio::join!(
+        replica(&name, &ns.name, secret_name),
+        replica(&name, &ns.name, secret_name)
+    );
+    // Both start at once: both find no Secret, one creates it, the other loads it.
+    let (server_a, server_b) = tokio::join!(
+        WebhookServer::start_with(&a, vec![deny_route(seen_a.clone())], options()),
+        WebhookServer::start_with(&b, vec![deny_route(seen_b.clone())], options()),
+    );
+    let (server_a, server_b) = (server_a.expect("replica a"), server_b.expect("replica b"));
+    let ca = server_a.ca_pem().unwrap();
+    assert_eq!(server_b.ca_pem().unwrap(), ca, "one CA");
+    let secrets: Api<Secret> = ns.api();
+    let stored = secrets
+        .get(secret_name)
+        .await
+        .expect("the Secret was created");
+    assert_eq!(stored.data.unwrap()["ca.crt"].0, ca.as_bytes());
+
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = kubectl(
+                &[
+                    "delete",
+                    "validatingwebhookconfiguration",
+                    &self.0,
+                    "--ignore-not-found",
+                ],
+                None,
+            );
+        }
+    }
+    let _cleanup = Cleanup(name.clone());
+    let configuration = deny_configuration(&name, &ns.name);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(ns.client.clone());
+    let live_bundle = || async {
+        let live = validating.get(&name).await.map_err(|e| e.to_string())?;
+        let cc = live.webhooks.unwrap()[0].client_config.clone();
+        Ok::<_, String>((
+            String::from_utf8(cc.ca_bundle.unwrap().0).unwrap(),
+            cc.url.unwrap_or_default(),
+        ))
+    };
+    let cms: Api<ConfigMap> = ns.api();
+    // Each replica registers the configuration (as every replica of a Deployment does),
+    // and the apiserver calls the one registered last: both serve, under one caBundle.
+    for (server, seen) in [
+        (&server_a, &seen_a),
+        (&server_b, &seen_b),
+        (&server_a, &seen_a),
+    ] {
+        server
+            .register(vec![configuration.clone()], vec![])
+            .await
+            .expect("register");
+        let (bundle, url) = live_bundle().await.unwrap();
+        assert_eq!(bundle, ca, "the caBundle stays the one CA");
+        assert!(url.starts_with(&server.url().unwrap()), "{url}");
+        served_by(seen, &cms).await;
+    }
+
+    // A CA rotation (due 20s after the start): one replica writes it, the other loads
+    // it, and they end serving one bundle of both CAs, applied, with admission working.
+    let rotated = wait_for("both replicas on the rotated CA", MINUTE, || async {
+        let (pa, pb) = (server_a.ca_pem().unwrap(), server_b.ca_pem().unwrap());
+        if pa != ca && pa == pb && pa.ends_with(&ca) && pa.matches("BEGIN CERTIFICATE").count() == 2
+        {
+            Ok(pa)
+        } else {
+            Err(format!(
+                "a: {} CAs, b: {} CAs",
+                pa.matches("BEGIN").count(),
+                pb.matches("BEGIN").count()
+            ))
+        }
+    })
+    .await;
+    wait_for(
+        "the rotated bundle applied, and both serving the new CA's certificate",
+        MINUTE,
+        || async {
+            let (bundle, _) = live_bundle().await?;
+            if bundle != rotated {
+                return Err("live caBundle not yet the rotated one".into());
+            }
+            if server_a.serving_cert_der() != server_b.serving_cert_der() {
+                return Err("replicas serve different certificates".into());
+            }
+            let stored = secrets.get(secret_name).await.map_err(|e| e.to_string())?;
+            let state: Value =
+                serde_json::from_slice(&stored.data.unwrap()["state.json"].0).unwrap();
+            if state["serving"]["caGeneration"] != 2 {
+                return Err(format!(
+                    "serving certificate of CA generation {}",
+                    state["serving"]["caGeneration"]
+                ));
+            }
+            Ok(())
+        },
+    )
+    .await;
+    wait_for("denial after the rotation", MINUTE, || denied(&cms)).await;
+    server_b
+        .register(vec![configuration.clone()], vec![])
+        .await
+        .expect("register b");
+    assert_eq!(live_bundle().await.unwrap().0, server_b.ca_pem().unwrap());
+    served_by(&seen_b, &cms).await;
+    a.shutdown.cancel();
+    b.shutdown.cancel();
+}
