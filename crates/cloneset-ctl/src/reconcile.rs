@@ -74,7 +74,7 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     // Wait until the cache shows what we did last round (spec 4.1.2).
     let now = jiff::Timestamp::now();
     let pending = ctx.pod_expectations.pending(&uid, now, |name| {
-        observe(
+        Observed::of(
             ctx.pods
                 .store()
                 .get(&ObjectRef::new(name).within(&ns))
@@ -82,7 +82,7 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
         )
     });
     let pending_pvcs = ctx.pvc_expectations.pending(&uid, now, |name| {
-        observe_pvc(
+        Observed::of(
             ctx.pvcs
                 .store()
                 .get(&ObjectRef::new(name).within(&ns))
@@ -340,41 +340,7 @@ async fn release(ctx: &Context, pod: &Pod, uid: &str) -> Result<()> {
     Ok(())
 }
 
-fn observe(pod: Option<&Pod>) -> Observed {
-    match pod {
-        None => Observed::Absent,
-        Some(p) => {
-            let rv = p.metadata.resource_version.clone().unwrap_or_default();
-            if p.metadata.deletion_timestamp.is_some() {
-                Observed::Terminating {
-                    resource_version: rv,
-                }
-            } else {
-                Observed::Present {
-                    resource_version: rv,
-                }
-            }
-        }
-    }
-}
 
-fn observe_pvc(pvc: Option<&PersistentVolumeClaim>) -> Observed {
-    match pvc {
-        None => Observed::Absent,
-        Some(c) => {
-            let rv = c.metadata.resource_version.clone().unwrap_or_default();
-            if c.metadata.deletion_timestamp.is_some() {
-                Observed::Terminating {
-                    resource_version: rv,
-                }
-            } else {
-                Observed::Present {
-                    resource_version: rv,
-                }
-            }
-        }
-    }
-}
 
 /// Random 5-character instance ids from the safe alphabet (spec 4.3.1).
 fn random_ids() -> impl Iterator<Item = String> {

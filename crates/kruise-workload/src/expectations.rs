@@ -36,6 +36,23 @@ pub enum Observed {
     Present { resource_version: String },
 }
 
+impl Observed {
+    /// What the cache shows of an object (`None`: not in the cache).
+    pub fn of<K: kube::Resource>(object: Option<&K>) -> Self {
+        match object {
+            None => Observed::Absent,
+            Some(o) => {
+                let resource_version = o.meta().resource_version.clone().unwrap_or_default();
+                if o.meta().deletion_timestamp.is_some() {
+                    Observed::Terminating { resource_version }
+                } else {
+                    Observed::Present { resource_version }
+                }
+            }
+        }
+    }
+}
+
 /// Pending expectations per owner UID; cheap to clone, shared by a controller's workers.
 #[derive(Clone, Default)]
 pub struct Expectations {

@@ -65,7 +65,7 @@ async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
     let now = jiff::Timestamp::now();
     let pending = ctx.expectations.pending(&uid, now, |key| {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
-        observe(
+        Observed::of(
             ctx.pods
                 .store()
                 .get(&ObjectRef::new(name).within(ns))
@@ -166,20 +166,3 @@ async fn write_status(ctx: &Context, ss: &SidecarSet, status: &SidecarSetStatus)
     Ok(())
 }
 
-fn observe(pod: Option<&Pod>) -> Observed {
-    match pod {
-        None => Observed::Absent,
-        Some(p) => {
-            let rv = p.metadata.resource_version.clone().unwrap_or_default();
-            if p.metadata.deletion_timestamp.is_some() {
-                Observed::Terminating {
-                    resource_version: rv,
-                }
-            } else {
-                Observed::Present {
-                    resource_version: rv,
-                }
-            }
-        }
-    }
-}

@@ -368,3 +368,88 @@ impl Drop for RunningController {
         }
     }
 }
+
+/// kubectl off the async threads: a webhook served by this test process must be able to
+/// answer while kubectl waits.
+pub async fn kubectl_async(args: Vec<String>, stdin: Option<String>) -> (bool, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl(&args, stdin.as_deref())
+    })
+    .await
+    .expect("kubectl task")
+}
+
+/// The Pod's Ready condition is True.
+pub fn is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Pods of the namespace matching a label selector, not being deleted, sorted by name.
+pub async fn pods_with(ns: &TestNamespace, selector: &str) -> Vec<k8s_openapi::api::core::v1::Pod> {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+    let mut list = api
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .expect("list pods")
+        .items;
+    list.retain(|p| p.metadata.deletion_timestamp.is_none());
+    list.sort_by_key(|p| p.metadata.name.clone());
+    list
+}
+
+/// One Event, as `kubectl describe` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventLine {
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    pub reporting_controller: String,
+}
+
+/// Events about the object named `name`, in every namespace (Events about cluster-scoped
+/// objects live in `default`).
+pub async fn events_about(client: &Client, name: &str) -> Vec<EventLine> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| EventLine {
+            type_: e.type_.unwrap_or_default(),
+            reason: e.reason.unwrap_or_default(),
+            note: e.note.unwrap_or_default(),
+            reporting_controller: e.reporting_controller.unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// A GET over HTTP/1.0 (no chunked encoding to undo): (status, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, String), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line: {head}"))?;
+    Ok((code, body.to_string()))
+}

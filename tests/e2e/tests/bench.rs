@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kruise_api::apps_v1alpha1::CloneSet;
-use kruise_e2e::{TestNamespace, kubeconfig_path, repo_root, wait_for};
+use kruise_e2e::{TestNamespace, http_get, kubeconfig_path, repo_root, wait_for};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -49,24 +49,26 @@ impl Controller {
     }
 
     async fn wait_ready(&self) {
-        let url = format!("http://127.0.0.1:{}/readyz", self.admin);
-        wait_for("cloneset-ctl ready", Duration::from_secs(60), || {
-            let url = url.clone();
-            async move {
-                if http_get(&url).await.is_some_and(|b| b.starts_with("ok")) {
-                    Ok(())
-                } else {
-                    Err("not ready".into())
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], self.admin).into();
+        wait_for(
+            "cloneset-ctl ready",
+            Duration::from_secs(60),
+            || async move {
+                match http_get(addr, "/readyz").await {
+                    Ok((200, _)) => Ok(()),
+                    other => Err(format!("{other:?}")),
                 }
-            }
-        })
+            },
+        )
         .await;
     }
 
     /// `kruise_api_requests_total` summed by verb (all resources, all codes).
     async fn requests_by_verb(&self) -> BTreeMap<String, f64> {
-        let text = http_get(&format!("http://127.0.0.1:{}/metrics", self.admin))
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], self.admin).into();
+        let text = http_get(addr, "/metrics")
             .await
+            .map(|(_, body)| body)
             .unwrap_or_default();
         let mut out = BTreeMap::new();
         for line in text
@@ -107,22 +109,6 @@ impl Drop for Controller {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-async fn http_get(url: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://")?;
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}")))?;
-    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .ok()?;
-    let mut buf = String::new();
-    stream.read_to_string(&mut buf).await.ok()?;
-    buf.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
 }
 
 fn delta(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {

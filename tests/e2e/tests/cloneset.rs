@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
-use kruise_e2e::{RunningController, TestNamespace, kubectl, wait_for};
+use kruise_e2e::{RunningController, TestNamespace, is_ready, kubectl, wait_for};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -69,14 +69,6 @@ async fn pods_of(ns: &TestNamespace, app: &str) -> Vec<Pod> {
     list.sort_by_key(|p| p.name_any());
     list
 }
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 fn image(p: &Pod) -> String {
     p.spec.as_ref().unwrap().containers[0]
         .image

@@ -28,13 +28,15 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::apps_v1alpha1::{CloneSet, SidecarSet};
-use kruise_e2e::{TestNamespace, kube_config, kubeconfig_path, kubectl, repo_root, wait_for};
+use kruise_e2e::{
+    TestNamespace, http_get, is_ready, kube_config, kubeconfig_path, kubectl, kubectl_async,
+    repo_root, wait_for,
+};
 use kruise_runtime::webhook::{AdmissionRequest, AdmissionResponse, Options, Rotation, Route};
 use kruise_runtime::{Runtime, Settings, WebhookServer};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::OnceCell;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -145,17 +147,6 @@ fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
         .iter()
         .find(|e| e["name"] == name)
         .and_then(|e| e["value"].as_str())
-}
-
-/// A kubectl run off the async threads: a webhook served by this test process must be
-/// able to answer while kubectl waits.
-async fn kubectl_async(args: Vec<String>, stdin: Option<String>) -> (bool, String, String) {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        kubectl(&args, stdin.as_deref())
-    })
-    .await
-    .expect("kubectl task")
 }
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -800,30 +791,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A GET over HTTP/1.0 (no chunked encoding to undo): (status, body).
-async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .await
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("no status line: {head}"))?;
-    Ok((code, body.to_string()))
-}
-
 /// A kubeconfig for the local cluster that authenticates with a fresh token of the
 /// ServiceAccount, and nothing else.
 async fn token_kubeconfig(sa: &str, dir: &Path) -> PathBuf {
@@ -1122,14 +1089,6 @@ spec:
 "#
     )
 }
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// Waits for `n` ready Pods of `app`, all running `image`; (name, uid) of each.
 async fn wait_pods(
     ns: &TestNamespace,

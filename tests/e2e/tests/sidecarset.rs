@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kruise_api::apps_v1alpha1::SidecarSet;
 use kruise_api::keys;
-use kruise_e2e::{RunningController, TestNamespace, kubectl, wait_for};
+use kruise_e2e::{
+    RunningController, TestNamespace, is_ready, kubectl, kubectl_async, pods_with, wait_for,
+};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -217,14 +219,6 @@ fn image_id(p: &Pod, name: &str) -> String {
         .map(|c| c.image_id.clone())
         .unwrap_or_default()
 }
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// Waits until the Pod satisfies `check`; returns it.
 async fn wait_pod(ns: &TestNamespace, name: &str, what: &str, check: impl Fn(&Pod) -> bool) -> Pod {
     wait_for(&format!("pod {name}: {what}"), MINUTE, || async {
@@ -248,19 +242,6 @@ async fn wait_pod(ns: &TestNamespace, name: &str, what: &str, check: impl Fn(&Po
     })
     .await
 }
-
-async fn pods_with(ns: &TestNamespace, selector: &str) -> Vec<Pod> {
-    let mut list = ns
-        .api::<Pod>()
-        .list(&ListParams::default().labels(selector))
-        .await
-        .expect("list pods")
-        .items;
-    list.retain(|p| p.metadata.deletion_timestamp.is_none());
-    list.sort_by_key(|p| p.name_any());
-    list
-}
-
 /// Events about `name`, as (reason, note, reporting controller). Events about a
 /// cluster-scoped SidecarSet live in `default`, so every namespace is searched.
 async fn events_of(ns: &TestNamespace, name: &str) -> Vec<(String, String, String)> {
@@ -280,28 +261,21 @@ async fn events_of(ns: &TestNamespace, name: &str) -> Vec<(String, String, Strin
         })
         .collect()
 }
-
-async fn kubectl_async(args: Vec<String>) -> (bool, String, String) {
-    tokio::task::spawn_blocking(move || {
-        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        kubectl(&refs, None)
-    })
-    .await
-    .unwrap()
-}
-
 // ---------------------------------------------------------------- S1, S2
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_s1_s2_test_pod_gets_sidecar1_then_upgrades_it_in_place() {
     let ns = TestNamespace::new("ss-seed").await;
     let _cleanup = SidecarSets(vec!["test-sidecarset".into()]);
-    let _ = kubectl_async(vec![
-        "delete".into(),
-        "sidecarset".into(),
-        "test-sidecarset".into(),
-        "--ignore-not-found".into(),
-    ])
+    let _ = kubectl_async(
+        vec![
+            "delete".into(),
+            "sidecarset".into(),
+            "test-sidecarset".into(),
+            "--ignore-not-found".into(),
+        ],
+        None,
+    )
     .await;
     let _ctl = controller(&ns).await;
     ns.apply(&confine(
@@ -321,11 +295,10 @@ async fn seed_s1_s2_test_pod_gets_sidecar1_then_upgrades_it_in_place() {
         Some("Always")
     );
     assert_eq!(ss.annotations()[keys::SIDECARSET_HASH].len(), 64);
-    let (ok, out, err) = kubectl_async(vec![
-        "get".into(),
-        "sidecarset".into(),
-        "test-sidecarset".into(),
-    ])
+    let (ok, out, err) = kubectl_async(
+        vec!["get".into(), "sidecarset".into(), "test-sidecarset".into()],
+        None,
+    )
     .await;
     assert!(ok, "{err}");
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
@@ -1431,7 +1404,8 @@ const APISERVER: (&str, &[&str]) = (
 );
 
 async fn apiserver_metrics() -> String {
-    let (ok, out, err) = kubectl_async(vec!["get".into(), "--raw".into(), "/metrics".into()]).await;
+    let (ok, out, err) =
+        kubectl_async(vec!["get".into(), "--raw".into(), "/metrics".into()], None).await;
     assert!(ok, "apiserver metrics: {err}");
     out
 }
