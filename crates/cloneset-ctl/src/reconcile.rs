@@ -340,8 +340,6 @@ async fn release(ctx: &Context, pod: &Pod, uid: &str) -> Result<()> {
     Ok(())
 }
 
-
-
 /// Random 5-character instance ids from the safe alphabet (spec 4.3.1).
 fn random_ids() -> impl Iterator<Item = String> {
     use rand::Rng;

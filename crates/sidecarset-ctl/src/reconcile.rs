@@ -165,4 +165,3 @@ async fn write_status(ctx: &Context, ss: &SidecarSet, status: &SidecarSetStatus)
     .await?;
     Ok(())
 }
-
