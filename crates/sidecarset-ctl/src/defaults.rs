@@ -4,11 +4,22 @@
 //! `imagePullPolicy: Always` and the hash would change the day the apiserver's pod
 //! defaulting fills it in on the Pod.
 
+use kruise_api::apps_v1alpha1::SidecarSetSpec;
 use serde_json::{Map, Value, json};
 
 /// The defaulted object (idempotent: defaulting a defaulted object changes nothing).
 pub fn with_defaults(object: &Value) -> Value {
     with_defaults_from(object, None)
+}
+
+/// The spec as the mutating webhook would have stored it (the spec itself when it does
+/// not survive a JSON round trip, which a typed spec always does).
+pub fn defaulted_spec(spec: &SidecarSetSpec) -> SidecarSetSpec {
+    let Ok(raw) = serde_json::to_value(spec) else {
+        return spec.clone();
+    };
+    let defaulted = with_defaults(&json!({ "spec": raw }));
+    serde_json::from_value(defaulted["spec"].clone()).unwrap_or_else(|_| spec.clone())
 }
 
 /// Defaulting on UPDATE: a container that names no `imagePullPolicy` keeps the one the
@@ -69,10 +80,13 @@ fn keep_pull_policies(obj: &mut Value, old: &Value) {
             .into_iter()
             .flatten()
             .filter_map(|c| {
-                Some((
-                    c.get("name")?.as_str()?.to_string(),
-                    c.get("imagePullPolicy")?.clone(),
-                ))
+                // A stored container without a policy was written while no webhook
+                // defaulted it: it has the policy its image implies.
+                let policy = match c.get("imagePullPolicy") {
+                    Some(p) => p.clone(),
+                    None => json!(pull_policy_for(c.get("image")?.as_str()?)),
+                };
+                Some((c.get("name")?.as_str()?.to_string(), policy))
             })
             .collect();
         let Some(containers) = obj
@@ -272,6 +286,46 @@ mod tests {
             crate::hash::hashes(&before).without_image,
             crate::hash::hashes(&after).without_image
         );
+    }
+
+    /// A SidecarSet stored while no webhook ran (created before the controller, or
+    /// before the apiserver saw its configuration), then bumped with a merge patch that
+    /// replaces the container list: the image-less hash the Pods carry must hold, or the
+    /// Pods could never be upgraded in place.
+    #[test]
+    fn a_spec_stored_without_defaults_still_upgrades_in_place() {
+        let stored = json!({"metadata": {"name": "s"}, "spec": {"containers": [{"name": "a", "image": "busybox", "command": ["sleep", "999d"]}]}});
+        let ss: kruise_api::apps_v1alpha1::SidecarSet =
+            serde_json::from_value(stored.clone()).unwrap();
+        let injected = crate::hash::hashes_of(&ss);
+        let bumped = json!({"metadata": {"name": "s"}, "spec": {"containers": [{"name": "a", "image": "busybox:1.35.0", "command": ["sleep", "999d"]}]}});
+        let after: kruise_api::apps_v1alpha1::SidecarSetSpec =
+            serde_json::from_value(with_defaults_from(&bumped, Some(&stored))["spec"].clone())
+                .unwrap();
+        assert_eq!(
+            d_policy(&with_defaults_from(&bumped, Some(&stored))),
+            "Always",
+            "derived from the stored image"
+        );
+        let now = crate::hash::hashes(&after);
+        assert_eq!(injected.without_image, now.without_image);
+        assert_ne!(injected.hash, now.hash);
+    }
+
+    fn d_policy(v: &Value) -> &str {
+        v["spec"]["containers"][0]["imagePullPolicy"]
+            .as_str()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn defaulted_spec_is_what_the_webhook_stores() {
+        let raw = json!({"spec": {"containers": [{"name": "a", "image": "busybox"}]}});
+        let spec: SidecarSetSpec = serde_json::from_value(raw["spec"].clone()).unwrap();
+        let webhook: SidecarSetSpec =
+            serde_json::from_value(with_defaults(&raw)["spec"].clone()).unwrap();
+        assert_eq!(defaulted_spec(&spec), webhook);
+        assert_eq!(defaulted_spec(&webhook), webhook, "idempotent");
     }
 
     #[test]

@@ -30,8 +30,10 @@ pub fn hashes(spec: &SidecarSetSpec) -> Hashes {
     }
 }
 
-/// The hashes a SidecarSet carries in its annotations, or computed from its spec when the
-/// mutating webhook did not write them (a SidecarSet created while no webhook ran).
+/// The hashes a SidecarSet carries in its annotations, or, when the mutating webhook did
+/// not write them (a SidecarSet created while no webhook ran), computed from its spec
+/// defaulted as the webhook would have: the next UPDATE goes through the webhook, and an
+/// image-only change must keep the image-less hash across that boundary.
 pub fn hashes_of(ss: &SidecarSet) -> Hashes {
     let annotations = ss.metadata.annotations.as_ref();
     let get = |key: &str| {
@@ -48,7 +50,7 @@ pub fn hashes_of(ss: &SidecarSet) -> Hashes {
             hash,
             without_image,
         },
-        _ => hashes(&ss.spec),
+        _ => hashes(&crate::defaults::defaulted_spec(&ss.spec)),
     }
 }
 
@@ -158,7 +160,10 @@ mod tests {
             spec(serde_json::json!({"containers": [{"name": "a", "image": "x"}]})),
         );
         let computed = hashes_of(&ss);
-        assert_eq!(computed, hashes(&ss.spec));
+        assert_eq!(
+            computed,
+            hashes(&crate::defaults::defaulted_spec(&ss.spec))
+        );
         ss.metadata.annotations = Some(
             [
                 (kruise_api::keys::SIDECARSET_HASH.to_string(), "h".into()),

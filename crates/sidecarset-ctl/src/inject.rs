@@ -165,7 +165,7 @@ fn restore<'a>(ss: &'a SidecarSet, revision: &ControllerRevision) -> Option<Cand
     spec.image_pull_secrets = field(data, "imagePullSecrets")?;
     spec.patch_pod_metadata = field(data, "patchPodMetadata")?;
     let annotations = revision.metadata.annotations.clone().unwrap_or_default();
-    let computed = hash::hashes(&spec);
+    let computed = hash::hashes(&crate::defaults::defaulted_spec(&spec));
     let hashes = Hashes {
         hash: annotations
             .get(keys::SIDECARSET_HASH)

@@ -29,12 +29,41 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     if std::env::var_os("RUST_LOG").is_some() {
         kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
     }
-    RunningController::start(
+    let ctl = RunningController::start(
         sidecarset_ctl::CONTROLLER_NAME,
         &ns.name,
         "",
         sidecarset_ctl::run,
     )
+    .await;
+    wait_webhook_effective(ns).await;
+    ctl
+}
+
+/// Ready means the webhook configurations are registered; the apiserver picks them up a
+/// moment later. Tests that create a SidecarSet right away need its defaulting, so wait
+/// until a dry-run create comes back with the hash annotation.
+async fn wait_webhook_effective(ns: &TestNamespace) {
+    let probe: SidecarSet = serde_json::from_str(&sidecarset_json(
+        ns,
+        &unique("probe", ns),
+        json!({"selector": {"matchLabels": {"e2e-probe": "none"}},
+               "containers": [{"name": "probe", "image": "busybox"}]}),
+    ))
+    .expect("probe");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let api = Api::<SidecarSet>::all(ns.client.clone());
+    wait_for("the SidecarSet webhook to take effect", MINUTE, || async {
+        let created = api.create(&dry_run, &probe).await.map_err(|e| e.to_string())?;
+        if created.annotations().contains_key(keys::SIDECARSET_HASH) {
+            Ok(())
+        } else {
+            Err("created without the hash annotation".into())
+        }
+    })
     .await
 }
 
@@ -737,6 +766,57 @@ async fn seed_s5_paused_injects_new_pods_and_touches_no_existing_one() {
         status_image(p, "sidecar1") == "busybox:1.35.0"
     })
     .await;
+}
+
+/// A SidecarSet applied while its controller is down is stored as written: no defaults,
+/// no hash annotations. Its Pods must still upgrade in place when a later merge patch
+/// (which goes through the webhook and gets defaults) changes only the image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecarset_applied_before_its_controller_still_upgrades_in_place() {
+    let ns = TestNamespace::new("ss-early").await;
+    let name = unique("early", &ns);
+    let app = "early";
+    let _cleanup = SidecarSets(vec![name.clone()]);
+    ns.apply(&sidecarset_json(
+        &ns,
+        &name,
+        sidecar_spec(app, "busybox", json!({"type": "RollingUpdate"})),
+    ))
+    .await
+    .unwrap();
+    let stored = get_ss(&ns, &name).await;
+    assert!(
+        !stored.annotations().contains_key(keys::SIDECARSET_HASH),
+        "precondition: stored without the webhook"
+    );
+    assert_eq!(stored.spec.containers[0].container.image_pull_policy, None);
+    let _ctl = controller(&ns).await;
+    wait_status(&ns, &name, "observed", |_| true).await;
+    let pod = create_pod(
+        &ns,
+        &pod_json(
+            "early",
+            json!({"app": app}),
+            json!([{"name": "app", "image": "nginx:1.7.9"}]),
+        ),
+    )
+    .await;
+    assert_eq!(image(&pod, "sidecar1"), "busybox");
+    wait_pod(&ns, "early", "ready", is_ready).await;
+    patch_ss(
+        &ns,
+        &name,
+        json!({"spec": {"containers": [{"name": "sidecar1", "image": "busybox:1.35.0", "command": ["sleep", "999d"]}]}}),
+    )
+    .await;
+    let upgraded = wait_pod(&ns, "early", "upgraded in place", |p| {
+        status_image(p, "sidecar1") == "busybox:1.35.0" && is_ready(p)
+    })
+    .await;
+    assert_eq!(upgraded.uid(), pod.uid(), "same Pod");
+    assert_eq!(restarts(&upgraded, "sidecar1"), 1);
+    assert_eq!(restarts(&upgraded, "app"), 0);
+    wait_status(&ns, &name, "1 matched, 1 updated", |s| counts(s) == (1, 1, 1)).await;
 }
 
 // ---------------------------------------------------------------- S7
