@@ -160,10 +160,7 @@ mod tests {
             spec(serde_json::json!({"containers": [{"name": "a", "image": "x"}]})),
         );
         let computed = hashes_of(&ss);
-        assert_eq!(
-            computed,
-            hashes(&crate::defaults::defaulted_spec(&ss.spec))
-        );
+        assert_eq!(computed, hashes(&crate::defaults::defaulted_spec(&ss.spec)));
         ss.metadata.annotations = Some(
             [
                 (kruise_api::keys::SIDECARSET_HASH.to_string(), "h".into()),

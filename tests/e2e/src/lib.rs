@@ -369,6 +369,35 @@ impl Drop for RunningController {
     }
 }
 
+/// A controller reports ready once its webhook configurations are registered; the
+/// apiserver starts calling them a moment later. Waits until a dry-run create of `probe`
+/// comes back the way only the webhook makes it (`check`).
+pub async fn wait_webhook_effective<K>(api: &Api<K>, probe: &K, check: impl Fn(&K) -> bool)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for(
+        "the apiserver to call the webhook",
+        Duration::from_secs(60),
+        || async {
+            let created = api
+                .create(&dry_run, probe)
+                .await
+                .map_err(|e| e.to_string())?;
+            if check(&created) {
+                Ok(())
+            } else {
+                Err("admitted without the webhook's changes".to_string())
+            }
+        },
+    )
+    .await
+}
+
 /// kubectl off the async threads: a webhook served by this test process must be able to
 /// answer while kubectl waits.
 pub async fn kubectl_async(args: Vec<String>, stdin: Option<String>) -> (bool, String, String) {

@@ -20,13 +20,21 @@ async fn controller(ns: &TestNamespace) -> RunningController {
 }
 
 async fn controller_with_gates(ns: &TestNamespace, gates: &str) -> RunningController {
-    RunningController::start(
+    let ctl = RunningController::start(
         cloneset_ctl::CONTROLLER_NAME,
         &ns.name,
         gates,
         cloneset_ctl::run,
     )
-    .await
+    .await;
+    // Tests apply CloneSets right away and expect defaults and validation.
+    let probe: CloneSet =
+        serde_saphyr::from_str(&cloneset_yaml("probe", 0, "")).expect("probe CloneSet");
+    kruise_e2e::wait_webhook_effective(&ns.api(), &probe, |cs: &CloneSet| {
+        cs.spec.revision_history_limit.is_some()
+    })
+    .await;
+    ctl
 }
 
 fn cloneset_yaml(name: &str, replicas: i32, extra_spec: &str) -> String {

@@ -40,9 +40,7 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     ctl
 }
 
-/// Ready means the webhook configurations are registered; the apiserver picks them up a
-/// moment later. Tests that create a SidecarSet right away need its defaulting, so wait
-/// until a dry-run create comes back with the hash annotation.
+/// Tests that create a SidecarSet right away need the webhook's defaulting.
 async fn wait_webhook_effective(ns: &TestNamespace) {
     let probe: SidecarSet = serde_json::from_str(&sidecarset_json(
         ns,
@@ -51,18 +49,8 @@ async fn wait_webhook_effective(ns: &TestNamespace) {
                "containers": [{"name": "probe", "image": "busybox"}]}),
     ))
     .expect("probe");
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let api = Api::<SidecarSet>::all(ns.client.clone());
-    wait_for("the SidecarSet webhook to take effect", MINUTE, || async {
-        let created = api.create(&dry_run, &probe).await.map_err(|e| e.to_string())?;
-        if created.annotations().contains_key(keys::SIDECARSET_HASH) {
-            Ok(())
-        } else {
-            Err("created without the hash annotation".into())
-        }
+    kruise_e2e::wait_webhook_effective(&Api::all(ns.client.clone()), &probe, |ss| {
+        ss.annotations().contains_key(keys::SIDECARSET_HASH)
     })
     .await
 }
@@ -816,7 +804,10 @@ async fn a_sidecarset_applied_before_its_controller_still_upgrades_in_place() {
     assert_eq!(upgraded.uid(), pod.uid(), "same Pod");
     assert_eq!(restarts(&upgraded, "sidecar1"), 1);
     assert_eq!(restarts(&upgraded, "app"), 0);
-    wait_status(&ns, &name, "1 matched, 1 updated", |s| counts(s) == (1, 1, 1)).await;
+    wait_status(&ns, &name, "1 matched, 1 updated", |s| {
+        counts(s) == (1, 1, 1)
+    })
+    .await;
 }
 
 // ---------------------------------------------------------------- S7
