@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus, ImagePullJob};
 use kruise_api::keys;
 use kruise_ordering::predicates::is_active;
-use kruise_workload::Observed;
+use kruise_workload::{Expected, Observed};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -19,6 +19,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::CONTROLLER_NAME;
 use crate::execute::execute;
+use crate::plan::pods::PvcCleanup;
 use crate::plan::predownload::{PreDownload, plan_predownload};
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, scale, update};
@@ -95,6 +96,16 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     }
 
     let owned = ctx.pods.owned_by(&uid);
+    let mut pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
+        .pvcs
+        .owned_by(&uid)
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .collect();
+    if cs.spec.scale_strategy.disable_pvc_reuse {
+        let handled = cleanup_pvcs(ctx, cs, &uid, &owned, &pvcs).await?;
+        pvcs.retain(|c| !handled.contains(&c.name_any()));
+    }
     let selector = &cs.spec.selector;
     let (matching, released): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
         owned.into_iter().filter(|p| is_active(p)).partition(|p| {
@@ -107,12 +118,6 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     for pod in &released {
         release(ctx, pod, &uid).await?;
     }
-    let pvcs: Vec<Arc<PersistentVolumeClaim>> = ctx
-        .pvcs
-        .owned_by(&uid)
-        .into_iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .collect();
 
     let revisions = revisions::sync(&ctx.client, cs, ctx.revisions.owned_by(&uid)).await?;
     let world = World {
@@ -338,6 +343,57 @@ async fn release(ctx: &Context, pod: &Pod, uid: &str) -> Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Spec 4.3.6, `disablePVCReuse`: PVCs no active Pod uses go to their terminating Pod
+/// (collected with it) or are deleted. Returns the names of the PVCs handled, which this
+/// round no longer counts as the CloneSet's.
+async fn cleanup_pvcs(
+    ctx: &Context,
+    cs: &CloneSet,
+    uid: &str,
+    owned_pods: &[Arc<Pod>],
+    pvcs: &[Arc<PersistentVolumeClaim>],
+) -> Result<Vec<String>> {
+    let pods: Vec<&Pod> = owned_pods.iter().map(AsRef::as_ref).collect();
+    let claims: Vec<&PersistentVolumeClaim> = pvcs.iter().map(AsRef::as_ref).collect();
+    let plan = crate::plan::pods::pvc_cleanup(cs, &pods, &claims);
+    if plan.is_empty() {
+        return Ok(Vec::new());
+    }
+    let owner = cs.object_ref(&());
+    let now = jiff::Timestamp::now();
+    let mut handled = Vec::new();
+    for step in plan {
+        let name = step.pvc().name_any();
+        match step {
+            PvcCleanup::HandToPod { pvc, pod } => {
+                let patch = crate::plan::pods::hand_to_pod_patch(pvc, uid, pod);
+                if let Some(rv) = ctx.control.patch_pvc(&owner, pvc, &patch).await? {
+                    ctx.pvc_expectations.expect(
+                        uid,
+                        Expected::Updated {
+                            name: name.clone(),
+                            resource_version: rv,
+                        },
+                        now,
+                    );
+                }
+                tracing::info!(cloneset = %cs.name_any(), pvc = %name, pod = %pod.name_any(), "PVC handed to its terminating Pod");
+            }
+            PvcCleanup::Delete { pvc } => {
+                ctx.pvc_expectations
+                    .expect(uid, Expected::Deleted(name.clone()), now);
+                if let Err(e) = ctx.control.delete_pvc(&owner, pvc).await {
+                    ctx.pvc_expectations
+                        .forget_one(uid, &Expected::Deleted(name.clone()));
+                    return Err(e.into());
+                }
+            }
+        }
+        handled.push(name);
+    }
+    Ok(handled)
 }
 
 /// Random 5-character instance ids from the safe alphabet (spec 4.3.1).

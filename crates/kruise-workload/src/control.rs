@@ -6,11 +6,12 @@ use std::future::Future;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kruise_runtime::{Events, Metrics};
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
 
 use kruise_api::keys::{
     EVENT_FAILED_CREATE as REASON_FAILED_CREATE, EVENT_FAILED_DELETE as REASON_FAILED_DELETE,
+    EVENT_FAILED_UPDATE as REASON_FAILED_UPDATE,
     EVENT_SUCCESSFUL_CREATE as REASON_SUCCESSFUL_CREATE,
     EVENT_SUCCESSFUL_DELETE as REASON_SUCCESSFUL_DELETE,
 };
@@ -121,6 +122,40 @@ impl PodControl {
                     owner,
                     REASON_FAILED_CREATE,
                     format!("failed to create pvc: {err}, pvc: {json}"),
+                );
+                Err(err)
+            }
+        }
+    }
+
+    /// Merge-patches a PVC (e.g. to change its owners); reports a failure as a Warning
+    /// `FailedUpdate` on the owner. Returns the new resourceVersion.
+    pub async fn patch_pvc(
+        &self,
+        owner: &ObjectReference,
+        pvc: &PersistentVolumeClaim,
+        patch: &serde_json::Value,
+    ) -> Result<Option<String>, kube::Error> {
+        let ns = pvc.namespace().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        match api
+            .patch(
+                &pvc.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(patched) => {
+                self.count("pvc_updated");
+                Ok(patched.resource_version())
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(err) => {
+                self.events.warning(
+                    owner,
+                    REASON_FAILED_UPDATE,
+                    format!("failed to update PVC {}: {err}", pvc.name_any()),
                 );
                 Err(err)
             }

@@ -713,6 +713,74 @@ async fn scenario_pvc_per_pod_is_reused_after_external_delete() {
     .await;
 }
 
+/// `scaleStrategy.disablePVCReuse`: a Pod deleted from outside takes its PVC with it and
+/// the replacement gets a new instance id and a fresh PVC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenario_disable_pvc_reuse_drops_the_volume_of_a_deleted_pod() {
+    let ns = TestNamespace::new("cs-pvc-noreuse").await;
+    let _ctl = controller(&ns).await;
+    ns.apply_yaml(&cloneset_yaml(
+        "no-reuse",
+        2,
+        "        volumeMounts:\n        - name: data-vol\n          mountPath: /data\n  scaleStrategy:\n    disablePVCReuse: true\n  volumeClaimTemplates:\n  - metadata:\n      name: data-vol\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: 1Gi",
+    ))
+    .unwrap();
+    let pods = wait_ready_pods(&ns, "no-reuse", 2).await;
+    let victim = &pods[0];
+    let victim_id = label(victim, keys::CLONESET_INSTANCE_ID).to_string();
+    let survivor_id = label(&pods[1], keys::CLONESET_INSTANCE_ID).to_string();
+    ns.api::<Pod>()
+        .delete(&victim.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    let ids = wait_for(
+        "a replacement with a new id, and only live Pods' PVCs left",
+        MINUTE,
+        || async {
+            let pods = pods_of(&ns, "no-reuse").await;
+            let pod_ids: BTreeSet<String> = pods
+                .iter()
+                .map(|p| label(p, keys::CLONESET_INSTANCE_ID).to_string())
+                .collect();
+            let live: BTreeSet<String> = pvcs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_none())
+                .map(|c| c.labels()[keys::CLONESET_INSTANCE_ID].clone())
+                .collect();
+            if pods.len() == 2 && !pod_ids.contains(&victim_id) && live == pod_ids {
+                Ok(pod_ids)
+            } else {
+                Err(format!("pods {pod_ids:?}, live PVCs {live:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(ids.contains(&survivor_id), "the other Pod is untouched");
+    // The victim's PVC went with its Pod: handed to it (and collected) or deleted.
+    if let Some(old) = pvcs
+        .get_opt(&format!("data-vol-no-reuse-{victim_id}"))
+        .await
+        .unwrap()
+    {
+        assert!(old.metadata.deletion_timestamp.is_some());
+        assert!(
+            old.owner_references().iter().all(|o| o.kind != "CloneSet"),
+            "no longer the CloneSet's: {:?}",
+            old.owner_references()
+        );
+    }
+    let survivor = pvcs
+        .get(&format!("data-vol-no-reuse-{survivor_id}"))
+        .await
+        .unwrap();
+    assert_eq!(survivor.owner_references()[0].kind, "CloneSet");
+}
+
 /// Lifecycle/in-place timestamps of each Pod's last update, oldest first.
 async fn update_order(ns: &TestNamespace, app: &str) -> Vec<String> {
     let mut pods: Vec<(String, String)> = pods_of(ns, app)

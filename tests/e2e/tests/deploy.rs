@@ -607,6 +607,7 @@ const CLONESET_CHECKS: &str = "
     yes create pods                                                    default
     yes patch  pods#status                                             default
     yes create persistentvolumeclaims                                  default
+    yes patch  persistentvolumeclaims                                  default
     yes delete controllerrevisions.apps                                default
     yes create events.events.k8s.io                                    default
     yes patch  leases.coordination.k8s.io/cloneset-controller          kruise-system

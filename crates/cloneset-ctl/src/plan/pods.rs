@@ -173,6 +173,104 @@ pub fn new_pod(
     Ok((pod, pvcs))
 }
 
+/// What `scaleStrategy.disablePVCReuse` does with a PVC of the CloneSet (spec 4.3.6).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PvcCleanup<'a> {
+    /// Its Pod is terminating or terminated: the Pod becomes its owner, so the garbage
+    /// collector removes it with the Pod (and no new Pod can pick it up).
+    HandToPod {
+        pvc: &'a PersistentVolumeClaim,
+        pod: &'a Pod,
+    },
+    /// No Pod has its instance id any more.
+    Delete { pvc: &'a PersistentVolumeClaim },
+}
+
+impl PvcCleanup<'_> {
+    pub fn pvc(&self) -> &PersistentVolumeClaim {
+        match self {
+            PvcCleanup::HandToPod { pvc, .. } | PvcCleanup::Delete { pvc } => pvc,
+        }
+    }
+}
+
+fn instance_id_of(meta: &ObjectMeta) -> Option<&str> {
+    meta.labels
+        .as_ref()?
+        .get(keys::CLONESET_INSTANCE_ID)
+        .map(String::as_str)
+}
+
+/// Under `disablePVCReuse`, the PVCs no active Pod uses: those of an inactive Pod (being
+/// deleted, or Succeeded/Failed) go to that Pod, the rest are deleted. `owned_pods` are
+/// all Pods the CloneSet owns, active or not; `pvcs` the PVCs it owns. A PVC without an
+/// instance id is not one the CloneSet made for a Pod and is left alone.
+pub fn pvc_cleanup<'a>(
+    cs: &kruise_api::apps_v1alpha1::CloneSet,
+    owned_pods: &[&'a Pod],
+    pvcs: &[&'a PersistentVolumeClaim],
+) -> Vec<PvcCleanup<'a>> {
+    if !cs.spec.scale_strategy.disable_pvc_reuse {
+        return Vec::new();
+    }
+    let mut active: BTreeSet<&str> = BTreeSet::new();
+    let mut inactive: std::collections::BTreeMap<&str, &'a Pod> = Default::default();
+    for pod in owned_pods {
+        let Some(id) = instance_id_of(&pod.metadata) else {
+            continue;
+        };
+        if kruise_ordering::predicates::is_active(pod) {
+            active.insert(id);
+        } else {
+            inactive.insert(id, pod);
+        }
+    }
+    pvcs.iter()
+        .filter_map(|pvc| {
+            let id = instance_id_of(&pvc.metadata)?;
+            if active.contains(id) {
+                return None;
+            }
+            Some(match inactive.get(id) {
+                Some(pod) => PvcCleanup::HandToPod { pvc, pod },
+                None => PvcCleanup::Delete { pvc },
+            })
+        })
+        .collect()
+}
+
+/// The merge patch that hands a PVC from the CloneSet (`owner_uid`) to `pod`, guarded by
+/// the PVC's resourceVersion so a concurrent change of its owners is not overwritten.
+pub fn hand_to_pod_patch(
+    pvc: &PersistentVolumeClaim,
+    owner_uid: &str,
+    pod: &Pod,
+) -> serde_json::Value {
+    let mut owners: Vec<OwnerReference> = pvc
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.uid != owner_uid)
+        .cloned()
+        .collect();
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+    if !owners.iter().any(|o| o.uid == pod_uid) {
+        owners.push(OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            uid: pod_uid,
+            controller: Some(true),
+            block_owner_deletion: None,
+        });
+    }
+    serde_json::json!({"metadata": {
+        "resourceVersion": pvc.metadata.resource_version,
+        "ownerReferences": owners,
+    }})
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
@@ -283,5 +381,103 @@ mod tests {
         assert!(pvcs.is_empty(), "the orphaned PVC is reused, not recreated");
         f.cs.spec.scale_strategy.disable_pvc_reuse = true;
         assert_eq!(instance_ids(&f.world(), 1, &mut ids()), ["new00"]);
+    }
+
+    fn with_id(mut pod: Pod, id: &str, uid: &str) -> Pod {
+        pod.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(keys::CLONESET_INSTANCE_ID.into(), id.into());
+        pod.metadata.name = Some(format!("cs-{id}"));
+        pod.metadata.uid = Some(uid.into());
+        pod
+    }
+
+    fn claim(id: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some(format!("data-cs-{}", id.unwrap_or("none"))),
+                labels: id
+                    .map(|id| [(keys::CLONESET_INSTANCE_ID.to_string(), id.to_string())].into()),
+                resource_version: Some("7".into()),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "apps.kruise.io/v1alpha1".into(),
+                    kind: "CloneSet".into(),
+                    name: "cs".into(),
+                    uid: "cs-uid".into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn disable_pvc_reuse_hands_over_or_deletes_what_no_active_pod_uses() {
+        let mut f = Fixture::new(1);
+        let running = with_id(f.pod(Rev::Update, Ready::Yes), "run", "u1");
+        let mut deleting = with_id(f.pod(Rev::Update, Ready::Yes), "del", "u2");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(f.now));
+        let mut failed = with_id(f.pod(Rev::Update, Ready::Yes), "bad", "u3");
+        failed.status.get_or_insert_with(Default::default).phase = Some("Failed".into());
+        let pods = [&running, &deleting, &failed];
+        let claims = [
+            claim(Some("run")),
+            claim(Some("del")),
+            claim(Some("bad")),
+            claim(Some("gone")),
+            claim(None),
+        ];
+        let refs: Vec<&PersistentVolumeClaim> = claims.iter().collect();
+
+        assert!(
+            pvc_cleanup(&f.cs, &pods, &refs).is_empty(),
+            "off by default: PVCs are kept for reuse"
+        );
+        f.cs.spec.scale_strategy.disable_pvc_reuse = true;
+        let got = pvc_cleanup(&f.cs, &pods, &refs);
+        assert_eq!(
+            got,
+            vec![
+                PvcCleanup::HandToPod {
+                    pvc: &claims[1],
+                    pod: &deleting
+                },
+                PvcCleanup::HandToPod {
+                    pvc: &claims[2],
+                    pod: &failed
+                },
+                PvcCleanup::Delete { pvc: &claims[3] },
+            ]
+        );
+    }
+
+    #[test]
+    fn hand_over_replaces_the_cloneset_with_the_pod_and_keeps_other_owners() {
+        let mut f = Fixture::new(1);
+        let pod = with_id(f.pod(Rev::Update, Ready::Yes), "del", "pod-uid");
+        let mut pvc = claim(Some("del"));
+        pvc.metadata
+            .owner_references
+            .as_mut()
+            .unwrap()
+            .push(OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: "keep".into(),
+                uid: "cm-uid".into(),
+                ..Default::default()
+            });
+        let patch = hand_to_pod_patch(&pvc, "cs-uid", &pod);
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        let owners = patch["metadata"]["ownerReferences"].as_array().unwrap();
+        let uids: Vec<&str> = owners.iter().map(|o| o["uid"].as_str().unwrap()).collect();
+        assert_eq!(uids, ["cm-uid", "pod-uid"]);
+        assert_eq!(owners[1]["kind"], "Pod");
+        assert_eq!(owners[1]["name"], "cs-del");
+        assert_eq!(owners[1]["controller"], true);
     }
 }
