@@ -72,6 +72,18 @@ pub fn controller_revision(name: &str, image: &str, number: i64) -> ControllerRe
     }
 }
 
+/// The controller reference the fixture CloneSet puts on what it owns.
+pub fn owner_ref() -> OwnerReference {
+    OwnerReference {
+        api_version: "apps.kruise.io/v1alpha1".into(),
+        kind: "CloneSet".into(),
+        name: "cs".into(),
+        uid: "cs-uid".into(),
+        controller: Some(true),
+        ..Default::default()
+    }
+}
+
 pub struct Fixture {
     pub cs: CloneSet,
     pub pods: Vec<Pod>,
@@ -168,14 +180,7 @@ impl Fixture {
                     ),
                     (keys::LIFECYCLE_STATE.into(), "Normal".into()),
                 ])),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "apps.kruise.io/v1alpha1".into(),
-                    kind: "CloneSet".into(),
-                    name: "cs".into(),
-                    uid: "cs-uid".into(),
-                    controller: Some(true),
-                    ..Default::default()
-                }]),
+                owner_references: Some(vec![owner_ref()]),
                 ..Default::default()
             },
             spec: Some(PodSpec {

@@ -400,14 +400,7 @@ mod tests {
                 labels: id
                     .map(|id| [(keys::CLONESET_INSTANCE_ID.to_string(), id.to_string())].into()),
                 resource_version: Some("7".into()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "apps.kruise.io/v1alpha1".into(),
-                    kind: "CloneSet".into(),
-                    name: "cs".into(),
-                    uid: "cs-uid".into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
+                owner_references: Some(vec![owner_ref()]),
                 ..Default::default()
             },
             ..Default::default()
