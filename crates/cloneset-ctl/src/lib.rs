@@ -44,6 +44,7 @@ pub fn options(runtime: &Runtime) -> Options {
         preparing_update_as_update: g.enabled(gates::PREPARING_UPDATE_AS_UPDATE),
         exclude_preparing_delete: false,
         predownload: g.enabled(gates::PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE),
+        recreate_on_vct_change: g.enabled(gates::RECREATE_POD_WHEN_CHANGE_VCT_IN_CLONESET_GATE),
     }
 }
 

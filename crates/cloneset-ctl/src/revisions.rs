@@ -56,13 +56,19 @@ pub async fn sync(
     let update = match all.iter().rposition(|r| equal_data(r, &data)) {
         Some(i) if all[i].revision == latest => all[i].clone(),
         Some(i) => {
-            // Back to an older template: reuse its revision with the next number.
+            // Back to an older template: reuse its revision with the next number, and
+            // the volumeClaimTemplates of now.
             let name = all[i].name_any();
             let patched = api
                 .patch(
                     &name,
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"revision": latest + 1})),
+                    &Patch::Merge(json!({
+                        "revision": latest + 1,
+                        "metadata": {"annotations": {
+                            keys::CLONESET_VOLUME_CLAIM_TEMPLATE_HASH: vct_hash(cs),
+                        }},
+                    })),
                 )
                 .await?;
             all[i] = patched.clone();

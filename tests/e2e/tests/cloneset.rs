@@ -781,6 +781,60 @@ async fn scenario_disable_pvc_reuse_drops_the_volume_of_a_deleted_pod() {
     assert_eq!(survivor.owner_references()[0].kind, "CloneSet");
 }
 
+/// `RecreatePodWhenChangeVCTInCloneSetGate`: an image change that comes with new
+/// `volumeClaimTemplates` recreates the Pods, which get PVCs of the new size, even under
+/// InPlaceIfPossible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_recreate_pod_when_volume_claim_templates_change() {
+    let ns = TestNamespace::new("cs-vct").await;
+    let _ctl = controller_with_gates(&ns, "RecreatePodWhenChangeVCTInCloneSetGate=true").await;
+    let vct = |size: &str| {
+        format!(
+            "        volumeMounts:\n        - name: data-vol\n          mountPath: /data\n  updateStrategy:\n    type: InPlaceIfPossible\n    maxUnavailable: 2\n  volumeClaimTemplates:\n  - metadata:\n      name: data-vol\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: {size}"
+        )
+    };
+    ns.apply_yaml(&cloneset_yaml("vct", 2, &vct("1Gi")))
+        .unwrap();
+    let before = wait_ready_pods(&ns, "vct", 2).await;
+    let yaml = cloneset_yaml("vct", 2, &vct("2Gi")).replace("nginx:alpine", "nginx:1.7.9");
+    assert!(yaml.contains("nginx:1.7.9"), "the template changes too");
+    ns.apply_yaml(&yaml).unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    let after = wait_for("2 recreated Pods with 2Gi PVCs", MINUTE, || async {
+        let pods = pods_of(&ns, "vct").await;
+        let recreated = pods
+            .iter()
+            .filter(|p| is_ready(p) && image(p) == "nginx:1.7.9")
+            .filter(|p| before.iter().all(|b| b.uid() != p.uid()))
+            .count();
+        let mut sizes = Vec::new();
+        for p in &pods {
+            let id = label(p, keys::CLONESET_INSTANCE_ID);
+            let size = pvcs
+                .get_opt(&format!("data-vol-vct-{id}"))
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|c| c.spec?.resources?.requests?.get("storage").cloned())
+                .map(|q| q.0)
+                .unwrap_or_default();
+            sizes.push(size);
+        }
+        if pods.len() == 2 && recreated == 2 && sizes.iter().all(|s| s == "2Gi") {
+            Ok(pods)
+        } else {
+            Err(format!("{recreated} recreated, PVC sizes {sizes:?}"))
+        }
+    })
+    .await;
+    for p in &after {
+        assert!(
+            !p.annotations().contains_key(keys::INPLACE_UPDATE_STATE),
+            "{} was created, not updated in place",
+            p.name_any()
+        );
+    }
+}
+
 /// Lifecycle/in-place timestamps of each Pod's last update, oldest first.
 async fn update_order(ns: &TestNamespace, app: &str) -> Vec<String> {
     let mut pods: Vec<(String, String)> = pods_of(ns, app)

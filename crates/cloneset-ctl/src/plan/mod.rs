@@ -41,6 +41,9 @@ pub struct Options {
     pub exclude_preparing_delete: bool,
     /// `PreDownloadImageForInPlaceUpdate` (with `KruiseDaemon`).
     pub predownload: bool,
+    /// `RecreatePodWhenChangeVCTInCloneSetGate`: a rollout that also changed
+    /// `volumeClaimTemplates` recreates Pods (with fresh PVCs) instead of updating in place.
+    pub recreate_on_vct_change: bool,
 }
 
 /// Everything the plan looks at.

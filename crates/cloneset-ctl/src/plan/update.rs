@@ -117,6 +117,9 @@ fn update_pod<'a>(
     let strategy = world.cs.spec.update_strategy.strategy_type();
     if strategy.is_in_place()
         && let Some(old) = world.revision_of(pod)
+        && !(world.options.recreate_on_vct_change
+            && strategy != CloneSetUpdateStrategyType::InPlaceOnly
+            && volume_claim_templates_changed(old, target))
     {
         let old_data = old
             .data
@@ -206,6 +209,23 @@ fn update_pod<'a>(
         pod,
         revision: target_name.to_string(),
     }))
+}
+
+/// Both revisions record a `volumeClaimTemplates` hash and they differ. A revision
+/// without one (made before the hash was recorded) is taken as unchanged: no Pod is
+/// recreated on a guess.
+pub fn volume_claim_templates_changed(
+    old: &k8s_openapi::api::apps::v1::ControllerRevision,
+    new: &k8s_openapi::api::apps::v1::ControllerRevision,
+) -> bool {
+    let hash = |r: &k8s_openapi::api::apps::v1::ControllerRevision| {
+        r.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::CLONESET_VOLUME_CLAIM_TEMPLATE_HASH))
+            .cloned()
+    };
+    matches!((hash(old), hash(new)), (Some(a), Some(b)) if a != b)
 }
 
 /// Step 1 of every update round: continue in-place updates, move lifecycle states along,
@@ -318,6 +338,47 @@ mod tests {
             }
             _ => unreachable!(),
         }
+    }
+
+    fn set_vct_hash(r: &mut k8s_openapi::api::apps::v1::ControllerRevision, hash: &str) {
+        r.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                keys::CLONESET_VOLUME_CLAIM_TEMPLATE_HASH.into(),
+                hash.into(),
+            );
+    }
+
+    #[test]
+    fn changed_volume_claim_templates_recreate_only_with_the_gate() {
+        let mut f = Fixture::new(4);
+        f.cs.spec.update_strategy.type_ = Some(T::InPlaceIfPossible);
+        f.add_pods(4, Rev::Current, Ready::Yes);
+        set_vct_hash(&mut f.current, "small");
+        set_vct_hash(&mut f.update, "large");
+        assert_eq!(kinds(&plan_update(&f.world())), ["inplace"], "gate off");
+        f.options.recreate_on_vct_change = true;
+        assert_eq!(kinds(&plan_update(&f.world())), ["recreate"], "gate on");
+        f.cs.spec.update_strategy.type_ = Some(T::InPlaceOnly);
+        assert_eq!(
+            kinds(&plan_update(&f.world())),
+            ["inplace"],
+            "InPlaceOnly ignores the templates"
+        );
+        f.cs.spec.update_strategy.type_ = Some(T::InPlaceIfPossible);
+        set_vct_hash(&mut f.update, "small");
+        assert_eq!(
+            kinds(&plan_update(&f.world())),
+            ["inplace"],
+            "same templates"
+        );
+        f.update.metadata.annotations = None;
+        assert_eq!(
+            kinds(&plan_update(&f.world())),
+            ["inplace"],
+            "no hash recorded: not taken as a change"
+        );
     }
 
     #[test]
