@@ -113,7 +113,11 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let deletion_protection = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
     let server = WebhookServer::start(
         &runtime,
-        webhook::routes(ctx.pods.clone(), deletion_protection),
+        webhook::routes(
+            ctx.pods.clone(),
+            deletion_protection,
+            !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
+        ),
     )
     .await?;
     let scope = runtime.settings.watch_namespace.clone();

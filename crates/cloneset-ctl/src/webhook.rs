@@ -25,6 +25,7 @@ use kruise_runtime::Cache;
 use kruise_runtime::webhook::{
     AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, dynamic, json_patch,
 };
+use kruise_workload::pod_defaults;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
@@ -107,8 +108,60 @@ pub fn aggregate(errors: &[FieldError]) -> String {
 
 // ---------------------------------------------------------------- defaulting
 
-/// Spec 3 defaults, applied to the object's JSON. Returns the defaulted object.
+/// Spec 3 defaults and the Pod-template defaults of a CREATE. Returns the defaulted
+/// object.
 pub fn with_defaults(object: &Value) -> Value {
+    with_defaults_for(object, None, true)
+}
+
+/// The defaults of a CREATE (`old` is None) or an UPDATE. The Pod template and the
+/// claim templates get Kubernetes' core defaults (as upstream does unless the
+/// `TemplateNoDefaults` gate is on, which makes `template_defaults` false), so a
+/// manifest that spells out a default makes no new revision. On UPDATE only when the
+/// stored templates were defaulted already: a CloneSet stored without them keeps its
+/// revision (and its Pods) until the templates are defaulted on purpose.
+pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults: bool) -> Value {
+    let mut obj = spec_defaults(object);
+    let inject = template_defaults
+        && old.is_none_or(|old| {
+            let mut defaulted = old.clone();
+            inject_template_defaults(&mut defaulted);
+            &defaulted == old
+        });
+    if inject {
+        if let Some(old) = old {
+            pod_defaults::keep_pull_policies(
+                &mut obj,
+                old,
+                &[
+                    "/spec/template/spec/containers",
+                    "/spec/template/spec/initContainers",
+                ],
+            );
+        }
+        inject_template_defaults(&mut obj);
+    }
+    obj
+}
+
+fn inject_template_defaults(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    if let Some(template) = spec.get_mut("template") {
+        pod_defaults::template_defaults(template);
+    }
+    if let Some(claims) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        claims
+            .iter_mut()
+            .for_each(pod_defaults::claim_template_defaults);
+    }
+}
+
+fn spec_defaults(object: &Value) -> Value {
     let mut obj = object.clone();
     let spec = obj
         .as_object_mut()
@@ -136,9 +189,13 @@ pub fn with_defaults(object: &Value) -> Value {
     obj
 }
 
-/// The JSON patch that applies [`with_defaults`].
-pub fn defaults_patch(object: &Value) -> json_patch::Patch {
-    json_patch::diff(object, &with_defaults(object))
+/// The JSON patch that applies [`with_defaults_for`].
+pub fn defaults_patch(
+    object: &Value,
+    old: Option<&Value>,
+    template_defaults: bool,
+) -> json_patch::Patch {
+    json_patch::diff(object, &with_defaults_for(object, old, template_defaults))
 }
 
 // ---------------------------------------------------------------- validation
@@ -557,18 +614,22 @@ pub fn deletion_denied(cs: &CloneSet) -> Option<String> {
 // ---------------------------------------------------------------- routes
 
 /// The webhook routes served by `cloneset-ctl`.
-pub fn routes(pods: Cache<Pod>, deletion_protection: bool) -> Vec<Route> {
+pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-cloneset",
-        dynamic(|req| async move {
+        dynamic(move |req| async move {
             let response = AdmissionResponse::from(&req);
             let Some(object) = &req.object else {
                 return Ok(response);
             };
-            let object =
-                serde_json::to_value(object).map_err(|e| HandlerError::Internal(e.to_string()))?;
-            let patch = defaults_patch(&object);
+            let internal = |e: serde_json::Error| HandlerError::Internal(e.to_string());
+            let object = serde_json::to_value(object).map_err(internal)?;
+            let old = match (&req.operation, &req.old_object) {
+                (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
+                _ => None,
+            };
+            let patch = defaults_patch(&object, old.as_ref(), template_defaults);
             if patch.0.is_empty() {
                 return Ok(response);
             }
@@ -778,13 +839,87 @@ mod tests {
             json!({})
         );
         // Idempotent: a defaulted object needs no patch.
-        assert!(defaults_patch(&d).0.is_empty());
+        assert!(defaults_patch(&d, None, true).0.is_empty());
         // Unknown template fields survive defaulting.
         let odd = with(base_spec(), "/template/spec/futureField", json!({"x": 1}));
         assert_eq!(
             with_defaults(&object(odd))["spec"]["template"]["spec"]["futureField"]["x"],
             1
         );
+    }
+
+    #[test]
+    fn templates_get_core_defaults_on_create_and_on_defaulted_updates() {
+        let created = with_defaults(&object(base_spec()));
+        let c = &created["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(c["terminationMessagePolicy"], "File");
+        assert_eq!(
+            created["spec"]["template"]["spec"]["dnsPolicy"],
+            "ClusterFirst"
+        );
+
+        // Spelling out a default is the same template: no new revision.
+        let explicit = with(
+            base_spec(),
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx:alpine", "terminationMessagePolicy": "File"}]),
+        );
+        let updated = with_defaults_for(&object(explicit.clone()), Some(&created), true);
+        assert_eq!(updated["spec"]["template"], created["spec"]["template"]);
+
+        // A CloneSet stored without template defaults keeps its template as it is.
+        let legacy = spec_defaults(&object(base_spec()));
+        let bumped = with(
+            base_spec(),
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx:1.7.9"}]),
+        );
+        let kept = with_defaults_for(&object(bumped.clone()), Some(&legacy), true);
+        assert_eq!(
+            kept["spec"]["template"]["spec"]["containers"][0],
+            json!({"name": "nginx", "image": "nginx:1.7.9"})
+        );
+
+        // TemplateNoDefaults.
+        let raw = with_defaults_for(&object(base_spec()), None, false);
+        assert_eq!(
+            raw["spec"]["template"]["spec"]["containers"][0],
+            json!({"name": "nginx", "image": "nginx:alpine"})
+        );
+        assert_eq!(raw["spec"]["replicas"], 1, "spec defaults still apply");
+    }
+
+    #[test]
+    fn an_image_bump_keeps_the_stored_pull_policy() {
+        let old = with_defaults(&object(base_spec()));
+        let latest = with(
+            base_spec(),
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx"}]),
+        );
+        let d = with_defaults_for(&object(latest), Some(&old), true);
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "IfNotPresent",
+            "kept, not re-derived as Always"
+        );
+    }
+
+    #[test]
+    fn in_place_only_image_bump_stays_valid_with_template_defaults() {
+        let old = with(base_spec(), "/updateStrategy/type", json!("InPlaceOnly"));
+        let raw_old = with_defaults(&object(old.clone()));
+        let new = with(
+            old,
+            "/template/spec/containers",
+            json!([{"name": "nginx", "image": "nginx:1.7.9"}]),
+        );
+        let raw_new = with_defaults_for(&object(new), Some(&raw_old), true);
+        let (o, n): (CloneSet, CloneSet) = (
+            serde_json::from_value(raw_old.clone()).unwrap(),
+            serde_json::from_value(raw_new.clone()).unwrap(),
+        );
+        assert!(validate(&n, Some(&o), &raw_new, Some(&raw_old), &NoPods).is_empty());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod arithmetic;
 pub mod control;
 pub mod expectations;
+pub mod pod_defaults;
 pub mod revision;
 
 pub use control::{PodControl, slow_start};

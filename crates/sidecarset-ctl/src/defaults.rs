@@ -5,6 +5,7 @@
 //! defaulting fills it in on the Pod.
 
 use kruise_api::apps_v1alpha1::SidecarSetSpec;
+use kruise_workload::pod_defaults::{container_defaults, keep_pull_policies, volume_defaults};
 use serde_json::{Map, Value, json};
 
 /// The defaulted object (idempotent: defaulting a defaulted object changes nothing).
@@ -31,7 +32,7 @@ pub fn defaulted_spec(spec: &SidecarSetSpec) -> SidecarSetSpec {
 pub fn with_defaults_from(object: &Value, old: Option<&Value>) -> Value {
     let mut obj = object.clone();
     if let Some(old) = old {
-        keep_pull_policies(&mut obj, old);
+        keep_pull_policies(&mut obj, old, &["/spec/containers", "/spec/initContainers"]);
     }
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return obj;
@@ -72,44 +73,6 @@ pub fn with_defaults_from(object: &Value, old: Option<&Value>) -> Value {
     obj
 }
 
-fn keep_pull_policies(obj: &mut Value, old: &Value) {
-    for list in ["containers", "initContainers"] {
-        let before: Map<String, Value> = old
-            .pointer(&format!("/spec/{list}"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| {
-                // A stored container without a policy was written while no webhook
-                // defaulted it: it has the policy its image implies.
-                let policy = match c.get("imagePullPolicy") {
-                    Some(p) => p.clone(),
-                    None => json!(pull_policy_for(c.get("image")?.as_str()?)),
-                };
-                Some((c.get("name")?.as_str()?.to_string(), policy))
-            })
-            .collect();
-        let Some(containers) = obj
-            .pointer_mut(&format!("/spec/{list}"))
-            .and_then(Value::as_array_mut)
-        else {
-            continue;
-        };
-        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
-            let name = c
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            if !c.contains_key("imagePullPolicy")
-                && let Some(policy) = before.get(&name)
-            {
-                c.insert("imagePullPolicy".into(), policy.clone());
-            }
-        }
-    }
-}
-
 fn sidecar_defaults(c: &mut Map<String, Value>, inject_policy: &str) {
     c.entry("podInjectPolicy").or_insert(json!(inject_policy));
     if let Some(s) = c
@@ -127,86 +90,6 @@ fn sidecar_defaults(c: &mut Map<String, Value>, inject_policy: &str) {
         s.entry("type").or_insert(json!("disabled"));
     }
     container_defaults(c);
-}
-
-/// Kubernetes' `SetDefaults_Container` and the defaults of what a container holds.
-pub fn container_defaults(c: &mut Map<String, Value>) {
-    if !c.contains_key("imagePullPolicy") {
-        let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
-        c.insert("imagePullPolicy".into(), json!(pull_policy_for(image)));
-    }
-    c.entry("terminationMessagePath")
-        .or_insert(json!("/dev/termination-log"));
-    c.entry("terminationMessagePolicy").or_insert(json!("File"));
-    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-            p.entry("protocol").or_insert(json!("TCP"));
-        }
-    }
-    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
-        for e in env.iter_mut() {
-            if let Some(field_ref) = e
-                .pointer_mut("/valueFrom/fieldRef")
-                .and_then(Value::as_object_mut)
-            {
-                field_ref.entry("apiVersion").or_insert(json!("v1"));
-            }
-        }
-    }
-    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-        if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {
-            p.entry("timeoutSeconds").or_insert(json!(1));
-            p.entry("periodSeconds").or_insert(json!(10));
-            p.entry("successThreshold").or_insert(json!(1));
-            p.entry("failureThreshold").or_insert(json!(3));
-            handler_defaults(p);
-        }
-    }
-    if let Some(lifecycle) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
-        for hook in ["postStart", "preStop"] {
-            if let Some(h) = lifecycle.get_mut(hook).and_then(Value::as_object_mut) {
-                handler_defaults(h);
-            }
-        }
-    }
-}
-
-fn handler_defaults(handler: &mut Map<String, Value>) {
-    if let Some(get) = handler.get_mut("httpGet").and_then(Value::as_object_mut) {
-        get.entry("scheme").or_insert(json!("HTTP"));
-    }
-}
-
-/// `Always` for `:latest` or an untagged image, `IfNotPresent` otherwise (a digest
-/// without a tag counts as pinned).
-pub fn pull_policy_for(image: &str) -> &'static str {
-    let (name, digest) = match image.split_once('@') {
-        Some((name, _)) => (name, true),
-        None => (image, false),
-    };
-    let last = name.rsplit('/').next().unwrap_or(name);
-    match last.split_once(':') {
-        Some((_, "latest")) => "Always",
-        Some(_) => "IfNotPresent",
-        None if digest => "IfNotPresent",
-        None => "Always",
-    }
-}
-
-/// Kubernetes' volume defaults: a source-less volume is an emptyDir; file-projecting
-/// sources get mode 0644.
-fn volume_defaults(v: &mut Map<String, Value>) {
-    if v.len() == 1 && v.contains_key("name") {
-        v.insert("emptyDir".into(), json!({}));
-    }
-    for source in ["secret", "configMap", "downwardAPI", "projected"] {
-        if let Some(s) = v.get_mut(source).and_then(Value::as_object_mut) {
-            s.entry("defaultMode").or_insert(json!(420));
-        }
-    }
-    if let Some(h) = v.get_mut("hostPath").and_then(Value::as_object_mut) {
-        h.entry("type").or_insert(json!(""));
-    }
 }
 
 #[cfg(test)]
@@ -239,16 +122,6 @@ mod tests {
         assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
         assert_eq!(d["spec"]["volumes"][1]["emptyDir"], json!({}));
         assert_eq!(with_defaults(&d), d, "idempotent");
-    }
-
-    #[test]
-    fn pull_policy_follows_the_tag() {
-        assert_eq!(pull_policy_for("busybox"), "Always");
-        assert_eq!(pull_policy_for("busybox:latest"), "Always");
-        assert_eq!(pull_policy_for("busybox:1.35.0"), "IfNotPresent");
-        assert_eq!(pull_policy_for("localhost:5000/busybox"), "Always");
-        assert_eq!(pull_policy_for("localhost:5000/busybox:1"), "IfNotPresent");
-        assert_eq!(pull_policy_for("busybox@sha256:abc"), "IfNotPresent");
     }
 
     #[test]

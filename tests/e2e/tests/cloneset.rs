@@ -835,6 +835,57 @@ async fn gate_recreate_pod_when_volume_claim_templates_change() {
     }
 }
 
+/// The Pod template is stored with Kubernetes' defaults, so re-applying the manifest with
+/// a default spelled out is the same revision: no Pod is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spelling_out_template_defaults_makes_no_new_revision() {
+    let ns = TestNamespace::new("cs-tmpl-defaults").await;
+    let _ctl = controller(&ns).await;
+    ns.apply_yaml(&cloneset_yaml("defaults", 2, "")).unwrap();
+    let pods = wait_ready_pods(&ns, "defaults", 2).await;
+    let cs = cloneset(&ns, "defaults").await;
+    let spec = cs.spec.template.spec.as_ref().unwrap();
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(
+        spec.containers[0].termination_message_policy.as_deref(),
+        Some("File")
+    );
+    let revision_of = |cs: &CloneSet| {
+        cs.status
+            .as_ref()
+            .map(|s| s.update_revision.clone())
+            .unwrap_or_default()
+    };
+    let revision = revision_of(
+        &wait_status(&ns, "defaults", "a revision", |cs| {
+            !revision_of(cs).is_empty()
+        })
+        .await,
+    );
+    let explicit = cloneset_yaml(
+        "defaults",
+        2,
+        "        terminationMessagePolicy: File\n      dnsPolicy: ClusterFirst\n      restartPolicy: Always",
+    );
+    ns.apply_yaml(&explicit).unwrap();
+    let observed = wait_status(&ns, "defaults", "observed", |_| true).await;
+    assert_eq!(
+        observed.spec.template, cs.spec.template,
+        "one stored template"
+    );
+    assert_eq!(revision_of(&observed), revision, "same revision");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = pods_of(&ns, "defaults").await;
+    let uids = |p: &[Pod]| p.iter().map(|p| p.uid()).collect::<Vec<_>>();
+    assert_eq!(uids(&after), uids(&pods), "no Pod replaced");
+    assert!(
+        after
+            .iter()
+            .all(|p| label(p, keys::CONTROLLER_REVISION_HASH) == revision)
+    );
+}
+
 /// Lifecycle/in-place timestamps of each Pod's last update, oldest first.
 async fn update_order(ns: &TestNamespace, app: &str) -> Vec<String> {
     let mut pods: Vec<(String, String)> = pods_of(ns, app)
