@@ -75,6 +75,14 @@ impl Readiness {
     pub fn is_ready(&self) -> bool {
         self.pending().is_empty()
     }
+
+    /// Resolves once every registered check is ready (polled: checks flip from many
+    /// tasks, and this is awaited only at start and on a regained lease).
+    pub async fn wait_until_ready(&self) {
+        while !self.is_ready() {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
 }
 
 #[derive(Clone)]

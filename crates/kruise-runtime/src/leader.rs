@@ -11,6 +11,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::admin::Readiness;
 use crate::metrics::Metrics;
 
 /// How a controller decides whether to run.
@@ -24,17 +25,29 @@ pub struct Election {
 }
 
 /// Runs `controller()` while this replica holds the lease (always, when election is off),
-/// restarting it when the lease is regained, until `shutdown` is cancelled.
+/// restarting it when the lease is regained, until `shutdown` is cancelled. Each run
+/// starts only once `ready` is: a controller must not act on half-listed caches (a
+/// CloneSet whose Pods are not listed yet looks like one without Pods, and would get a
+/// second set).
 pub async fn run_while_leader<F, Fut>(
     election: Election,
     metrics: &Metrics,
     shutdown: CancellationToken,
-    mut controller: F,
+    ready: Readiness,
+    mut start: F,
 ) -> Result<(), Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
+    let mut controller = move || {
+        let ready = ready.clone();
+        let run = start();
+        async move {
+            ready.wait_until_ready().await;
+            run.await
+        }
+    };
     let gauge = metrics.leader.with_label_values(&[&election.lease_name]);
     if !election.enabled {
         gauge.set(1);
@@ -94,5 +107,59 @@ where
             }
         }
         gauge.set(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    fn offline_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_controller_starts_only_once_every_cache_is_ready() {
+        let ready = Readiness::default();
+        let pods = ready.register("cache pods");
+        let started = Arc::new(AtomicBool::new(false));
+        let shutdown = CancellationToken::new();
+        let election = Election {
+            client: offline_client(),
+            lease_name: "test".into(),
+            namespace: "ns".into(),
+            enabled: false,
+            duration_seconds: 15,
+        };
+        let flag = started.clone();
+        let run = tokio::spawn({
+            let shutdown = shutdown.clone();
+            let ready = ready.clone();
+            async move {
+                run_while_leader(election, &Metrics::new(), shutdown, ready, || {
+                    let flag = flag.clone();
+                    async move {
+                        flag.store(true, Ordering::SeqCst);
+                        std::future::pending::<()>().await
+                    }
+                })
+                .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !started.load(Ordering::SeqCst),
+            "not while the Pod cache lists"
+        );
+        pods.set_ready();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(started.load(Ordering::SeqCst));
+        shutdown.cancel();
+        run.await.unwrap().unwrap();
     }
 }

@@ -152,6 +152,7 @@ impl Runtime {
             self.election(),
             &self.metrics,
             self.shutdown.clone(),
+            self.readiness.clone(),
             controller,
         )
         .await
