@@ -184,11 +184,48 @@ fn restore<'a>(ss: &'a SidecarSet, revision: &ControllerRevision) -> Option<Cand
     })
 }
 
-/// The injected Pod, and what was left out and why.
+/// The injected Pod, what was left out and why, and what stops the Pod's creation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Injected {
     pub pod: Pod,
     pub warnings: Vec<String>,
+    /// A sidecar could not be built as its SidecarSet asks (a `resourcesPolicy` that
+    /// matches no container or evaluates to nothing valid): the Pod is denied rather than
+    /// started with a sidecar sized wrong.
+    pub errors: Vec<String>,
+}
+
+/// The containers a `resourcesPolicy` may size a sidecar from: the Pod's own containers
+/// and native-sidecar init containers, never injected sidecars.
+fn policy_targets(pod: &Pod) -> Vec<&Container> {
+    let spec = pod.spec.as_ref();
+    let native_init = spec
+        .and_then(|s| s.init_containers.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let own = spec.into_iter().flat_map(|s| s.containers.iter());
+    native_init.chain(own).filter(|c| !is_injected(c)).collect()
+}
+
+/// Sizes a built sidecar by its `resourcesPolicy`, if it has one.
+fn apply_resources_policy(
+    built: &mut Container,
+    sc: &SidecarContainer,
+    targets: &[&Container],
+) -> Result<(), String> {
+    let Some(policy) = &sc.resources_policy else {
+        return Ok(());
+    };
+    let regex = regex::Regex::new(&policy.target_containers_name_regex)
+        .map_err(|e| format!("targetContainersNameRegex: {e}"))?;
+    let matched: Vec<&Container> = targets
+        .iter()
+        .copied()
+        .filter(|c| regex.is_match(&c.name))
+        .collect();
+    built.resources = Some(crate::resources_policy::resources_for(policy, &matched)?);
+    Ok(())
 }
 
 /// Spec 4.1.5–4.1.10: the Pod with every candidate's sidecars. `candidates` may come in
@@ -214,6 +251,16 @@ pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Inject
         .map(String::from)
         .collect();
     let mut working = matching::working_twins(pod);
+    let targets = policy_targets(pod);
+    let mut errors = Vec::new();
+    let mut sized = |built: &mut Container, sc: &SidecarContainer, set: &str| {
+        if let Err(e) = apply_resources_policy(built, sc, &targets) {
+            errors.push(format!(
+                "SidecarSet {set}: container {}: resourcesPolicy: {e}",
+                sc.name()
+            ));
+        }
+    };
 
     let mut containers: Vec<(Container, PodInjectPolicyType)> = Vec::new();
     let mut init_containers: Vec<Container> = Vec::new();
@@ -244,7 +291,9 @@ pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Inject
                 sidecar_list.insert(ic.name().to_string());
             }
             volumes.extend(volumes_used(ic, &c.spec.volumes));
-            init_containers.push(build(ic, pod, &app));
+            let mut built = build(ic, pod, &app);
+            sized(&mut built, ic, c.name);
+            init_containers.push(built);
         }
         secrets.extend(c.spec.image_pull_secrets.iter().cloned());
         for sc in &c.spec.containers {
@@ -262,7 +311,8 @@ pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Inject
                 taken.insert(n, c.name);
             }
             volumes.extend(volumes_used(sc, &c.spec.volumes));
-            let built = build(sc, pod, &app);
+            let mut built = build(sc, pod, &app);
+            sized(&mut built, sc, c.name);
             let policy = sc.inject_policy();
             if sc.is_hot_upgrade() {
                 let (one, two) = matching::twin_names(sc.name());
@@ -313,7 +363,11 @@ pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Inject
         listed.insert(c.name.to_string());
     }
     if sorted.is_empty() {
-        return Injected { pod: out, warnings };
+        return Injected {
+            pod: out,
+            warnings,
+            errors,
+        };
     }
 
     // Init containers by name, after the Pod's own.
@@ -372,7 +426,11 @@ pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Inject
         );
     }
     out.metadata.annotations = Some(annotations);
-    Injected { pod: out, warnings }
+    Injected {
+        pod: out,
+        warnings,
+        errors,
+    }
 }
 
 /// A container carrying `IS_INJECTED=true` was put there by a SidecarSet.

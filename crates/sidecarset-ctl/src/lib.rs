@@ -15,6 +15,7 @@ pub mod inject;
 pub mod matching;
 pub mod plan;
 pub mod reconcile;
+pub mod resources_policy;
 pub mod revisions;
 pub mod validation;
 pub mod webhook;

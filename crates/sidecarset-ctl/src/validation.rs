@@ -191,6 +191,70 @@ pub fn validate_raw(raw: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// `resourcesPolicy`: not with `resources`, only on containers and native-sidecar init
+/// containers, a regex that compiles, expressions that parse.
+fn validate_resources_policy(
+    path: &str,
+    policy: &kruise_api::apps_v1alpha1::ResourcesPolicy,
+    resources: Option<&k8s_openapi::api::core::v1::ResourceRequirements>,
+    allowed: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    if !allowed {
+        errors.push(forbidden(
+            path,
+            "resourcesPolicy is only allowed for containers and native sidecar init containers (restartPolicy: Always)",
+        ));
+        return;
+    }
+    let has_resources = resources.is_some_and(|r| {
+        r.limits.as_ref().is_some_and(|l| !l.is_empty())
+            || r.requests.as_ref().is_some_and(|l| !l.is_empty())
+    });
+    if has_resources {
+        errors.push(invalid(
+            path,
+            "resourcesPolicy and resources cannot be configured together",
+        ));
+        return;
+    }
+    let regex = &policy.target_containers_name_regex;
+    if regex.is_empty() {
+        errors.push(required(
+            format!("{path}.targetContainersNameRegex"),
+            "invalid empty regex",
+        ));
+    } else if let Err(e) = regex::Regex::new(regex) {
+        errors.push(invalid(
+            format!("{path}.targetContainersNameRegex"),
+            format!("{regex:?}: invalid regex pattern: {e}"),
+        ));
+    }
+    let expr = &policy.resource_expr;
+    if expr.limits.is_none() && expr.requests.is_none() {
+        errors.push(required(
+            format!("{path}.resourceExpr"),
+            "at least one of limits or requests is required",
+        ));
+    }
+    for (field, values) in [("limits", &expr.limits), ("requests", &expr.requests)] {
+        for (resource, e) in values
+            .iter()
+            .flat_map(|v| [("cpu", &v.cpu), ("memory", &v.memory)])
+        {
+            if e.is_empty() {
+                continue;
+            }
+            if let Err(why) = crate::resources_policy::check(e) {
+                errors.push(invalid(
+                    format!("{path}.resourceExpr.{field}.{resource}"),
+                    format!("{e:?}: {why}"),
+                ));
+            }
+        }
+    }
+}
+
 fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
@@ -296,13 +360,15 @@ pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec
                     ));
                 }
             }
-            if c.resources_policy.is_some() {
-                // Rejected rather than ignored: a sidecar injected without the resources
-                // the user asked for would be worse than a clear "no".
-                errors.push(forbidden(
-                    format!("{base}.resourcesPolicy"),
-                    "resourcesPolicy is not supported by this version of sidecarset-ctl; set resources instead",
-                ));
+            if let Some(policy) = &c.resources_policy {
+                let native_sidecar = c.container.restart_policy.as_deref() == Some("Always");
+                validate_resources_policy(
+                    &format!("{base}.resourcesPolicy"),
+                    policy,
+                    c.container.resources.as_ref(),
+                    list == "containers" || native_sidecar,
+                    &mut errors,
+                );
             }
             for (j, t) in c.transfer_env.iter().enumerate() {
                 let path = format!("{base}.transferEnv[{j}]");

@@ -148,6 +148,12 @@ pub fn review_pod(
         return Ok(response);
     }
     let injected = inject::inject(&pod, &chosen, now);
+    if !injected.errors.is_empty() {
+        let mut denied = response.deny(injected.errors.join("; "));
+        denied.result.code = 422;
+        denied.result.reason = "Invalid".into();
+        return Ok(denied);
+    }
     let patch = patch_between(&pod, &injected.pod).map_err(internal)?;
     let mut response = response.with_patch(patch).map_err(internal)?;
     if !injected.warnings.is_empty() {

@@ -1188,6 +1188,77 @@ async fn invalid_sidecarsets_are_rejected_with_the_field_named() {
     assert!(err.contains("container sidecar2 is not found"), "{err}");
 }
 
+/// `resourcesPolicy`: the sidecar is sized from the app containers it serves, at
+/// injection; a Pod with no container to size it from is denied; a policy together with
+/// `resources` is rejected at admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_policy_sizes_the_sidecar_from_the_app_containers() {
+    let ns = TestNamespace::new("ss-resources").await;
+    let name = unique("sized", &ns);
+    let _cleanup = SidecarSets(vec![name.clone()]);
+    let _ctl = controller(&ns).await;
+    let policy = json!({"targetContainerMode": "sum", "targetContainersNameRegex": "^engine-.*$",
+        "resourceExpr": {"limits": {"cpu": "max(cpu*50%, 50m)", "memory": "200Mi"},
+                         "requests": {"cpu": "cpu*50%", "memory": "100Mi"}}});
+    let spec = json!({"selector": {"matchLabels": {"app": "sized"}},
+        "containers": [{"name": "proxy", "image": "busybox", "command": ["sleep", "999d"], "resourcesPolicy": policy}]});
+    let mut both = spec.clone();
+    both["containers"][0]["resources"] = json!({"limits": {"cpu": "1"}});
+    let err = ns
+        .apply(&sidecarset_json(&ns, &name, both))
+        .await
+        .expect_err("resources and resourcesPolicy together");
+    assert!(
+        err.contains("spec.containers[0].resourcesPolicy: Invalid value")
+            && err.contains("resourcesPolicy and resources cannot be configured together"),
+        "{err}"
+    );
+    ns.apply(&sidecarset_json(&ns, &name, spec)).await.unwrap();
+    wait_status(&ns, &name, "observed", |_| true).await;
+
+    let engines = json!([
+        {"name": "engine-a", "image": "nginx:1.7.9", "resources": {"limits": {"cpu": "200m", "memory": "1Gi"}, "requests": {"cpu": "50m"}}},
+        {"name": "engine-b", "image": "nginx:1.7.9", "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}, "requests": {"cpu": "100m"}}},
+        {"name": "web", "image": "nginx:1.7.9", "resources": {"limits": {"cpu": "4"}}}]);
+    let pod = create_pod(&ns, &pod_json("engines", json!({"app": "sized"}), engines)).await;
+    let r = container(&pod, "proxy").resources.clone().expect("sized");
+    let q =
+        |m: &Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         k: &str| {
+            m.as_ref()
+                .and_then(|m| m.get(k))
+                .map(|q| q.0.clone())
+                .unwrap_or_default()
+        };
+    assert_eq!(
+        q(&r.limits, "cpu"),
+        "300m",
+        "(200m + 400m) * 50%; web does not match"
+    );
+    assert_eq!(q(&r.limits, "memory"), "200Mi");
+    assert_eq!(q(&r.requests, "cpu"), "75m");
+    assert_eq!(q(&r.requests, "memory"), "100Mi");
+    wait_pod(&ns, "engines", "ready", is_ready).await;
+
+    let err = ns
+        .api::<Pod>()
+        .create(
+            &PostParams::default(),
+            &pod_json(
+                "no-engine",
+                json!({"app": "sized"}),
+                json!([{"name": "web", "image": "nginx:1.7.9"}]),
+            ),
+        )
+        .await
+        .expect_err("nothing to size the sidecar from");
+    let err = err.to_string();
+    assert!(
+        err.contains("resourcesPolicy: no containers match the regex pattern \"^engine-.*$\""),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_image_change_marks_pods_not_upgradable_and_leaves_them() {
     let ns = TestNamespace::new("ss-immutable").await;

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -666,4 +667,74 @@ proptest! {
         let after: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).filter(|n| before.contains(n)).collect();
         prop_assert_eq!(before, after);
     }
+}
+
+#[test]
+fn resources_policy_sizes_the_sidecar_from_matching_app_containers() {
+    let sized = sidecarset(
+        "sized",
+        json!({"selector": {"matchLabels": {"app": "a"}},
+               "containers": [{"name": "proxy", "image": "envoy",
+                               "resourcesPolicy": {"targetContainerMode": "sum", "targetContainersNameRegex": "^engine-.*$",
+                                                   "resourceExpr": {"limits": {"cpu": "max(cpu*50%, 50m)", "memory": "200Mi"},
+                                                                    "requests": {"cpu": "cpu*50%"}}}}]}),
+    );
+    let other = sidecarset(
+        "other",
+        json!({"selector": {"matchLabels": {"app": "a"}},
+               "containers": [{"name": "engine-log", "image": "fluentd",
+                               "resources": {"limits": {"cpu": "8"}}}]}),
+    );
+    let p = pod(
+        json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+        "spec": {"containers": [
+            {"name": "engine-a", "image": "x", "resources": {"limits": {"cpu": "200m", "memory": "1Gi"}, "requests": {"cpu": "100m"}}},
+            {"name": "engine-b", "image": "x", "resources": {"limits": {"cpu": "400m", "memory": "1Gi"}, "requests": {"cpu": "50m"}}},
+            {"name": "web", "image": "x", "resources": {"limits": {"cpu": "4"}}}]}}),
+    );
+    let out = run(&p, &[sized, other]);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let r = container(&out.pod, "proxy").resources.clone().unwrap();
+    let q = |m: &Option<BTreeMap<String, Quantity>>, k: &str| m.as_ref().unwrap()[k].0.clone();
+    assert_eq!(
+        q(&r.limits, "cpu"),
+        "300m",
+        "(200m + 400m) * 50%: web and the other sidecar do not count"
+    );
+    assert_eq!(q(&r.limits, "memory"), "200Mi");
+    assert_eq!(q(&r.requests, "cpu"), "75m");
+    assert_eq!(
+        container(&out.pod, "engine-log")
+            .resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .as_ref()
+            .unwrap()["cpu"]
+            .0,
+        "8",
+        "a sidecar without a policy keeps its resources"
+    );
+}
+
+#[test]
+fn a_resources_policy_that_matches_nothing_denies_the_pod() {
+    let sized = sidecarset(
+        "sized",
+        json!({"selector": {"matchLabels": {"app": "a"}},
+               "containers": [{"name": "proxy", "image": "envoy",
+                               "resourcesPolicy": {"targetContainerMode": "max", "targetContainersNameRegex": "^nothing$",
+                                                   "resourceExpr": {"limits": {"cpu": "cpu"}}}}]}),
+    );
+    let p = pod(
+        json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "web", "image": "x"}]}}),
+    );
+    let out = run(&p, &[sized]);
+    assert_eq!(
+        out.errors,
+        [
+            "SidecarSet sized: container proxy: resourcesPolicy: no containers match the regex pattern \"^nothing$\""
+        ]
+    );
 }

@@ -167,14 +167,50 @@ fn container_rules() {
         json!([{"name": "a", "image": "x", "upgradeStrategy": {"upgradeType": "HotUpgrade"}}]),
     );
     assert!(has(&check(hot), "hotUpgradeEmptyImage is required"));
-    let policy = with(
-        base(),
-        "/containers/0/resourcesPolicy",
-        json!({"targetContainersMode": "sum", "resourcesExpr": {"limits": {"cpu": "cpu*50%"}}}),
+    let policy = |p: serde_json::Value| with(base(), "/containers/0/resourcesPolicy", p);
+    assert!(
+        check(policy(json!({"targetContainersMode": "sum", "targetContainersNameRegex": "^app$",
+                            "resourcesExpr": {"limits": {"cpu": "max(cpu*50%, 50m)", "memory": "200Mi"}}})))
+        .is_empty(),
+        "a valid policy passes"
     );
     assert!(has(
-        &check(policy),
-        "spec.containers[0].resourcesPolicy: Forbidden: resourcesPolicy is not supported"
+        &check(policy(
+            json!({"targetContainerMode": "max", "resourceExpr": {"limits": {"cpu": "cpu"}}})
+        )),
+        "spec.containers[0].resourcesPolicy.targetContainersNameRegex: Required value: invalid empty regex"
+    ));
+    assert!(has(
+        &check(policy(
+            json!({"targetContainerMode": "sum", "targetContainersNameRegex": "(", "resourceExpr": {"limits": {"cpu": "cpu"}}})
+        )),
+        "spec.containers[0].resourcesPolicy.targetContainersNameRegex: Invalid value: \"(\": invalid regex pattern"
+    ));
+    assert!(has(
+        &check(policy(
+            json!({"targetContainerMode": "sum", "targetContainersNameRegex": ".*", "resourceExpr": {"requests": {"memory": "gpu*2"}}})
+        )),
+        "spec.containers[0].resourcesPolicy.resourceExpr.requests.memory: Invalid value: \"gpu*2\": unknown name \"gpu\""
+    ));
+    let both = with(
+        policy(
+            json!({"targetContainerMode": "sum", "targetContainersNameRegex": ".*", "resourceExpr": {"limits": {"cpu": "cpu"}}}),
+        ),
+        "/containers/0/resources",
+        json!({"limits": {"cpu": "1"}}),
+    );
+    assert!(has(
+        &check(both),
+        "resourcesPolicy and resources cannot be configured together"
+    ));
+    let plain_init = with(
+        base(),
+        "/initContainers",
+        json!([{"name": "i", "image": "x", "resourcesPolicy": {"targetContainerMode": "max", "targetContainersNameRegex": ".*", "resourceExpr": {"limits": {"cpu": "cpu"}}}}]),
+    );
+    assert!(has(
+        &check(plain_init),
+        "spec.initContainers[0].resourcesPolicy: Forbidden: resourcesPolicy is only allowed for containers and native sidecar init containers"
     ));
     let field = with(
         base(),
