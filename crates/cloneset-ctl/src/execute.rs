@@ -31,6 +31,12 @@ pub async fn execute<'a>(ctx: &Context, cs: &CloneSet, plan: Plan<'a>) -> Result
     let mut creates: Vec<(Pod, Vec<PersistentVolumeClaim>)> = Vec::new();
     let mut others: Vec<Action<'a>> = Vec::new();
     for action in plan.actions {
+        tracing::debug!(
+            cloneset = %cs.name_any(),
+            action = action.kind(),
+            pod = %action.pod_name(),
+            "planned"
+        );
         match action {
             Action::Create { pod, pvcs, .. } => creates.push((*pod, pvcs)),
             other => others.push(other),
@@ -82,15 +88,17 @@ async fn create(
             return Err(e.into());
         }
     }
-    let name = pod.name_any();
-    ctx.pod_expectations
-        .expect(uid, Expected::Created(name.clone()), now);
-    if let Err(e) = ctx.control.create_pod(owner, &pod).await {
-        // The cache will never show it: don't wait for it.
-        ctx.pod_expectations
-            .forget_one(uid, &Expected::Created(name));
-        return Err(e.into());
-    }
+    let created = ctx.control.create_pod(owner, &pod).await?;
+    // Recorded with its resourceVersion: if someone deletes the Pod before the cache
+    // shows it, the cache moving past that version still releases the owner.
+    ctx.pod_expectations.expect(
+        uid,
+        Expected::CreatedAt {
+            name: pod.name_any(),
+            resource_version: created.resource_version().unwrap_or_default(),
+        },
+        now,
+    );
     Ok(())
 }
 

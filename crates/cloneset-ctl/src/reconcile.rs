@@ -75,19 +75,21 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     // Wait until the cache shows what we did last round (spec 4.1.2).
     let now = jiff::Timestamp::now();
     let pending = ctx.pod_expectations.pending(&uid, now, |name| {
-        Observed::of(
+        Observed::in_cache(
             ctx.pods
                 .store()
                 .get(&ObjectRef::new(name).within(&ns))
                 .as_deref(),
+            ctx.pods.resource_version(),
         )
     });
     let pending_pvcs = ctx.pvc_expectations.pending(&uid, now, |name| {
-        Observed::of(
+        Observed::in_cache(
             ctx.pvcs
                 .store()
                 .get(&ObjectRef::new(name).within(&ns))
                 .as_deref(),
+            ctx.pvcs.resource_version(),
         )
     });
     if !pending.is_empty() || !pending_pvcs.is_empty() {

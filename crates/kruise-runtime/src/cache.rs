@@ -44,6 +44,8 @@ where
     store: Store<K>,
     owners: OwnerIndex<K>,
     changes: broadcast::Sender<Arc<K>>,
+    /// The highest resourceVersion of any event applied (0: none, or not numeric).
+    progress: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<K> Clone for Cache<K>
@@ -56,6 +58,7 @@ where
             store: self.store.clone(),
             owners: self.owners.clone(),
             changes: self.changes.clone(),
+            progress: self.progress.clone(),
         }
     }
 }
@@ -90,6 +93,7 @@ where
             store: writer.as_reader(),
             owners: OwnerIndex::default(),
             changes: tx,
+            progress: Default::default(),
         };
         let store = cache.store.clone();
         let events = watcher(api, config)
@@ -111,6 +115,7 @@ where
             store: writer.as_reader(),
             owners: OwnerIndex::default(),
             changes: tx,
+            progress: Default::default(),
         };
         tokio::spawn(cache.clone().run(events, writer, ready));
         cache
@@ -135,6 +140,16 @@ where
             };
             writer.apply_watcher_event(&event);
             self.owners.apply(&event);
+            if let Event::Apply(obj) | Event::Delete(obj) | Event::InitApply(obj) = &event
+                && let Some(rv) = obj
+                    .meta()
+                    .resource_version
+                    .as_deref()
+                    .and_then(|v| v.parse::<u64>().ok())
+            {
+                self.progress
+                    .fetch_max(rv, std::sync::atomic::Ordering::AcqRel);
+            }
             match event {
                 Event::Apply(obj) | Event::Delete(obj) => {
                     let _ = self.changes.send(Arc::new(obj));
@@ -163,6 +178,15 @@ where
 {
     pub fn store(&self) -> &Store<K> {
         &self.store
+    }
+
+    /// How far the cache has read: the highest resourceVersion among the events it has
+    /// applied. An object created at or below it and absent from the store is gone.
+    pub fn resource_version(&self) -> Option<String> {
+        match self.progress.load(std::sync::atomic::Ordering::Acquire) {
+            0 => None,
+            rv => Some(rv.to_string()),
+        }
     }
 
     /// Objects whose controller owner has this UID.

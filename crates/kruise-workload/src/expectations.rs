@@ -19,6 +19,13 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub enum Expected {
     /// An object created with this name must appear.
     Created(String),
+    /// An object created at this resourceVersion must appear, or the cache must have
+    /// moved past it: an object deleted right after its creation (by someone else) never
+    /// shows up, and must not hold its owner until the timeout.
+    CreatedAt {
+        name: String,
+        resource_version: String,
+    },
     /// An object deleted with this name must disappear (or be terminating).
     Deleted(String),
     /// An object patched to this resourceVersion must be seen at it or later.
@@ -31,16 +38,34 @@ pub enum Expected {
 /// What the cache currently says about an object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Observed {
-    Absent,
-    Terminating { resource_version: String },
-    Present { resource_version: String },
+    /// Not in the cache; `cache_resource_version` is how far the cache has read (the
+    /// highest resourceVersion of any event it has applied), when known.
+    Absent {
+        cache_resource_version: Option<String>,
+    },
+    Terminating {
+        resource_version: String,
+    },
+    Present {
+        resource_version: String,
+    },
 }
 
 impl Observed {
     /// What the cache shows of an object (`None`: not in the cache).
     pub fn of<K: kube::Resource>(object: Option<&K>) -> Self {
+        Self::in_cache(object, None)
+    }
+
+    /// Like [`Observed::of`], knowing how far the cache has read.
+    pub fn in_cache<K: kube::Resource>(
+        object: Option<&K>,
+        cache_resource_version: Option<String>,
+    ) -> Self {
         match object {
-            None => Observed::Absent,
+            None => Observed::Absent {
+                cache_resource_version,
+            },
             Some(o) => {
                 let resource_version = o.meta().resource_version.clone().unwrap_or_default();
                 if o.meta().deletion_timestamp.is_some() {
@@ -91,13 +116,23 @@ impl Expectations {
         };
         owner.retain(|what, since| {
             let satisfied = match what {
-                Expected::Created(name) => !matches!(observe(name), Observed::Absent),
+                Expected::Created(name) => !matches!(observe(name), Observed::Absent { .. }),
+                Expected::CreatedAt {
+                    name,
+                    resource_version,
+                } => match observe(name) {
+                    Observed::Absent {
+                        cache_resource_version: Some(at),
+                    } => resource_version_at_least(&at, resource_version),
+                    Observed::Absent { .. } => false,
+                    _ => true,
+                },
                 Expected::Deleted(name) => !matches!(observe(name), Observed::Present { .. }),
                 Expected::Updated {
                     name,
                     resource_version,
                 } => match observe(name) {
-                    Observed::Absent => true,
+                    Observed::Absent { .. } => true,
                     Observed::Terminating {
                         resource_version: seen,
                     }
@@ -171,7 +206,9 @@ mod tests {
                     resource_version: "5".into(),
                 }
             } else {
-                Observed::Absent
+                Observed::Absent {
+                    cache_resource_version: None,
+                }
             }
         });
         assert_eq!(pending, vec![Expected::Created("p2".into())]);
@@ -181,7 +218,12 @@ mod tests {
             })
             .is_empty()
         );
-        assert!(e.pending("other", t(2), |_| Observed::Absent).is_empty());
+        assert!(
+            e.pending("other", t(2), |_| Observed::Absent {
+                cache_resource_version: None
+            })
+            .is_empty()
+        );
     }
 
     #[test]
@@ -233,7 +275,50 @@ mod tests {
     fn expectations_time_out() {
         let e = Expectations::new(Duration::from_secs(10));
         e.expect("u", Expected::Created("p".into()), t(0));
-        assert_eq!(e.pending("u", t(5), |_| Observed::Absent).len(), 1);
-        assert!(e.pending("u", t(11), |_| Observed::Absent).is_empty());
+        assert_eq!(
+            e.pending("u", t(5), |_| Observed::Absent {
+                cache_resource_version: None
+            })
+            .len(),
+            1
+        );
+        assert!(
+            e.pending("u", t(11), |_| Observed::Absent {
+                cache_resource_version: None
+            })
+            .is_empty()
+        );
+    }
+
+    /// A Pod deleted by someone else right after we created it never shows in the cache;
+    /// once the cache has read past its creation, the owner is not held any longer.
+    #[test]
+    fn a_creation_deleted_before_it_was_seen_stops_blocking_once_the_cache_moves_on() {
+        let e = Expectations::new(DEFAULT_TIMEOUT);
+        let created = Expected::CreatedAt {
+            name: "p".into(),
+            resource_version: "100".into(),
+        };
+        e.expect("u", created.clone(), t(0));
+        let absent = |at: Option<&str>| Observed::Absent {
+            cache_resource_version: at.map(String::from),
+        };
+        assert_eq!(
+            e.pending("u", t(1), |_| absent(None)),
+            vec![created.clone()]
+        );
+        assert_eq!(
+            e.pending("u", t(1), |_| absent(Some("99"))),
+            vec![created.clone()],
+            "the cache has not read the creation yet"
+        );
+        assert!(e.pending("u", t(1), |_| absent(Some("101"))).is_empty());
+        e.expect("u", created, t(2));
+        assert!(
+            e.pending("u", t(3), |_| Observed::Present {
+                resource_version: "100".into()
+            })
+            .is_empty()
+        );
     }
 }

@@ -20,6 +20,10 @@ async fn controller(ns: &TestNamespace) -> RunningController {
 }
 
 async fn controller_with_gates(ns: &TestNamespace, gates: &str) -> RunningController {
+    // RUST_LOG=cloneset_ctl=debug shows what the controller decided.
+    if std::env::var_os("RUST_LOG").is_some() {
+        kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
+    }
     let ctl = RunningController::start(
         cloneset_ctl::CONTROLLER_NAME,
         &ns.name,
@@ -677,13 +681,16 @@ async fn scenario_pvc_per_pod_is_reused_after_external_delete() {
         .delete(&victim.name_any(), &DeleteParams::default())
         .await
         .unwrap();
+    // Ready, not just created: kwok confirms the victim's deletion by name, and a
+    // replacement of the same name created in that instant can be deleted with it (a
+    // kubelet deletes by UID). Once it runs, it is safe.
     let replaced = wait_for("a replacement reusing the instance id", MINUTE, || async {
         let pods = pods_of(&ns, "sample-data").await;
         match pods
             .iter()
             .find(|p| label(p, keys::CLONESET_INSTANCE_ID) == id && p.uid() != victim.uid())
         {
-            Some(p) if pods.len() == 2 => Ok(p.clone()),
+            Some(p) if pods.len() == 2 && pods.iter().all(is_ready) => Ok(p.clone()),
             _ => Err(format!(
                 "{:?}",
                 pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()

@@ -199,6 +199,18 @@ pub enum Action<'a> {
 }
 
 impl Action<'_> {
+    /// A short name of what the action does, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Create { .. } => "create",
+            Action::Delete { .. } => "delete",
+            Action::Lifecycle { .. } => "lifecycle",
+            Action::MarkRecreate { .. } => "recreate",
+            Action::UpdateInPlace { .. } => "inplace",
+            Action::Refresh { .. } => "refresh",
+        }
+    }
+
     pub fn pod_name(&self) -> String {
         match self {
             Action::Create { pod, .. } => pod_name(pod).to_string(),

@@ -220,17 +220,7 @@ mod tests {
     }
 
     fn kinds(plan: &Plan) -> Vec<&'static str> {
-        plan.actions
-            .iter()
-            .map(|a| match a {
-                Action::Create { .. } => "create",
-                Action::Delete { .. } => "delete",
-                Action::Lifecycle { .. } => "lifecycle",
-                Action::MarkRecreate { .. } => "recreate",
-                Action::UpdateInPlace { .. } => "inplace",
-                Action::Refresh { .. } => "refresh",
-            })
-            .collect()
+        plan.actions.iter().map(Action::kind).collect()
     }
 
     #[test]
