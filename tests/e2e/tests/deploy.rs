@@ -784,12 +784,21 @@ async fn binaries() -> PathBuf {
         .clone()
 }
 
+/// A port free now and never handed out before in this process: the kernel may give
+/// back a just-released port to the next bind, and two calls before the child binds
+/// could otherwise return the same one (the admin and webhook servers then collide).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static HANDED_OUT: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if HANDED_OUT.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A kubeconfig for the local cluster that authenticates with a fresh token of the
