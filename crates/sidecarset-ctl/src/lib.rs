@@ -108,16 +108,13 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         prune_revision,
         runtime.readiness.register("cache controllerrevisions"),
     );
-    // The caches' own readiness (every registered check, the webhook's TLS included):
-    // polled rather than awaited through the stores, because a store wakes only one of
-    // several tasks awaiting `wait_until_ready` (the controller awaits it too).
+    // Every registered check (the caches, the webhook's TLS), latched into a flag the
+    // Pod webhook reads on each request without taking the readiness lock.
     let synced = Arc::new(AtomicBool::new(false));
     {
         let (readiness, flag) = (runtime.readiness.clone(), synced.clone());
         tokio::spawn(async move {
-            while !readiness.is_ready() {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
+            readiness.wait_until_ready().await;
             flag.store(true, Ordering::Release);
         });
     }

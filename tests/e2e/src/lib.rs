@@ -369,6 +369,35 @@ impl Drop for RunningController {
     }
 }
 
+/// Waits until the object `get` returns has had its latest generation observed by its
+/// controller (`observed_generation` reads it from the status) and `check` holds.
+pub async fn wait_observed<K, Fut>(
+    what: &str,
+    get: impl Fn() -> Fut,
+    observed_generation: impl Fn(&K::Status) -> i64,
+    check: impl Fn(&K) -> bool,
+) -> K
+where
+    K: kube::Resource + kube::core::object::HasStatus,
+    K::Status: std::fmt::Debug,
+    Fut: std::future::Future<Output = K>,
+{
+    wait_for(what, Duration::from_secs(60), || async {
+        let obj = get().await;
+        let observed = obj.status().map(&observed_generation) == obj.meta().generation;
+        if observed && check(&obj) {
+            Ok(obj)
+        } else {
+            Err(format!(
+                "generation {:?}, status {:?}",
+                obj.meta().generation,
+                obj.status()
+            ))
+        }
+    })
+    .await
+}
+
 /// A controller reports ready once its webhook configurations are registered; the
 /// apiserver starts calling them a moment later. Waits until a dry-run create of `probe`
 /// comes back the way only the webhook makes it (`check`).

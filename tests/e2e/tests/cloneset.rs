@@ -116,18 +116,12 @@ async fn wait_status(
     what: &str,
     check: impl Fn(&CloneSet) -> bool,
 ) -> CloneSet {
-    wait_for(what, MINUTE, || async {
-        let cs = cloneset(ns, name).await;
-        let observed = cs.status.as_ref().map(|s| s.observed_generation) == cs.metadata.generation;
-        if observed && check(&cs) {
-            Ok(cs)
-        } else {
-            Err(format!(
-                "generation {:?}, status {:?}",
-                cs.metadata.generation, cs.status
-            ))
-        }
-    })
+    kruise_e2e::wait_observed(
+        what,
+        || cloneset(ns, name),
+        |s| s.observed_generation,
+        check,
+    )
     .await
 }
 

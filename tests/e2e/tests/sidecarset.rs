@@ -113,19 +113,7 @@ async fn wait_status(
     what: &str,
     check: impl Fn(&SidecarSet) -> bool,
 ) -> SidecarSet {
-    wait_for(what, MINUTE, || async {
-        let ss = get_ss(ns, name).await;
-        let observed = ss.status.as_ref().map(|s| s.observed_generation) == ss.metadata.generation;
-        if observed && check(&ss) {
-            Ok(ss)
-        } else {
-            Err(format!(
-                "generation {:?}, status {:?}",
-                ss.metadata.generation, ss.status
-            ))
-        }
-    })
-    .await
+    kruise_e2e::wait_observed(what, || get_ss(ns, name), |s| s.observed_generation, check).await
 }
 
 fn counts(ss: &SidecarSet) -> (i32, i32, i32) {
