@@ -1,10 +1,10 @@
-//! What every reconcile shares: the caches, the Pod writer, expectations, options.
+//! What every reconcile shares: the caches, the writer, options, bookkeeping.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
-use kruise_runtime::{Backoff, Cache, Instruments};
-use kruise_workload::{Expectations, PodControl};
+use kruise_runtime::{Cache, Reconciler};
+use kruise_workload::Writer;
 use kube::Client;
 
 use crate::plan::Options;
@@ -15,10 +15,7 @@ pub struct Context {
     pub pods: Cache<Pod>,
     pub pvcs: Cache<PersistentVolumeClaim>,
     pub revisions: Cache<ControllerRevision>,
-    pub control: PodControl,
-    pub pod_expectations: Expectations,
-    pub pvc_expectations: Expectations,
+    pub writer: Writer,
     pub options: Options,
-    pub instruments: Instruments,
-    pub backoff: Backoff,
+    pub reconciler: Reconciler,
 }

@@ -11,19 +11,29 @@ pub enum Error {
     #[error("{0}")]
     Runtime(#[from] kruise_runtime::Error),
     #[error("revision: {0}")]
-    Revision(String),
+    Revision(#[from] kruise_workload::history::RevisionError),
 }
 
-impl Error {
-    /// A short, bounded label for the `result` of `kruise_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+impl kruise_runtime::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
-            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
-            Error::Kube(_) => "kube",
+            Error::Kube(e) => kruise_runtime::reconciler::kube_error_label(e),
             Error::MissingObjectKey(_) => "missing_key",
             Error::Json(_) => "json",
             Error::Runtime(_) => "runtime",
+            Error::Revision(kruise_workload::history::RevisionError::Kube(e)) => {
+                kruise_runtime::reconciler::kube_error_label(e)
+            }
             Error::Revision(_) => "revision",
+        }
+    }
+
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Kube(e) | Error::Revision(kruise_workload::history::RevisionError::Kube(e)) => {
+                Some(e)
+            }
+            _ => None,
         }
     }
 }

@@ -2,10 +2,14 @@
 
 pub use crate::plan::scale::REASON_SCALE_UP_LIMITED;
 pub use kruise_api::keys::{
-    EVENT_FAILED_UPDATE_POD_IN_PLACE, EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
+    EVENT_FAILED_UPDATE_POD_IN_PLACE, EVENT_FAILED_UPDATE_POD_RECREATE,
+    EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE, EVENT_SUCCESSFUL_UPDATE_POD_RECREATE,
 };
 
-pub const SUCCESSFUL_UPDATE_POD_RECREATE: &str = "SuccessfulUpdatePodReCreate";
-pub const FAILED_UPDATE_POD_RECREATE: &str = "FailedUpdatePodReCreate";
+pub const CREATED_IMAGE_PULL_JOB: &str = "CreatedImagePullJob";
+pub const FAILED_CREATE_IMAGE_PULL_JOB: &str = "FailedCreateImagePullJob";
 /// The controller's name: event reporter, lease, field manager.
 pub const CONTROLLER_NAME: &str = "cloneset-controller";
+
+/// Who this binary is (its client's User-Agent is `cloneset-ctl/<version>`).
+pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);

@@ -5,33 +5,26 @@
 pub mod context;
 pub mod error;
 pub mod events;
-pub mod execute;
 pub mod plan;
 pub mod reconcile;
 pub mod revisions;
 pub mod webhook;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
 use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Backoff, Cache, Instruments, Runtime, Tolerant, WebhookServer, gates};
-use kruise_workload::{Expectations, PodControl};
+use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, WebhookServer, gates};
+use kruise_workload::{PodControl, Writer};
 use kube::Api;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use crate::context::Context;
-pub use crate::events::CONTROLLER_NAME;
+pub use crate::events::{CONTROLLER_NAME, IDENTITY};
 use crate::plan::Options;
 
 /// The controller's options from the feature gates.
@@ -91,17 +84,14 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         pods,
         pvcs,
         revisions,
-        control: PodControl::new(
+        writer: Writer::new(PodControl::new(
             runtime.client.clone(),
             runtime.events(),
             runtime.metrics.clone(),
             CONTROLLER_NAME,
-        ),
-        pod_expectations: Expectations::new(kruise_workload::expectations::DEFAULT_TIMEOUT),
-        pvc_expectations: Expectations::new(kruise_workload::expectations::DEFAULT_TIMEOUT),
+        )),
         options: options(runtime),
-        instruments: Instruments::new(runtime.metrics.clone(), CONTROLLER_NAME),
-        backoff: Backoff::default(),
+        reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "CloneSet"),
     })
 }
 
@@ -122,17 +112,7 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     .await?;
     let scope = runtime.settings.watch_namespace.clone();
     let (validating, mutating) = webhook::configurations(scope.as_deref());
-    let registrable =
-        runtime.settings.webhook_url.is_some() || runtime.settings.webhook_service.is_some();
-    if registrable {
-        server
-            .register(validating.clone(), mutating.clone())
-            .await?;
-    } else {
-        tracing::warn!(
-            "KRUISE_WEBHOOK_URL and KRUISE_WEBHOOK_SERVICE unset: webhook configurations not registered"
-        );
-    }
+    let registered = server.register_if_configured(validating, mutating).await?;
     let workers = runtime.settings.workers;
     runtime
         .run_while_leader(|| {
@@ -140,68 +120,18 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             async move { controller(ctx, workers).await }
         })
         .await?;
-    // A namespace-scoped instance (tests, namespaced installs) cleans up its own
-    // configurations; a cluster-wide one leaves them for the next replica.
-    if registrable && scope.is_some() {
-        remove_configurations(&runtime, &validating, &mutating).await;
+    if registered && scope.is_some() {
+        server.unregister().await;
     }
     Ok(())
 }
 
-async fn remove_configurations(
-    runtime: &Runtime,
-    validating: &[ValidatingWebhookConfiguration],
-    mutating: &[MutatingWebhookConfiguration],
-) {
-    let dp = kube::api::DeleteParams::default();
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(runtime.client.clone());
-    for c in validating {
-        let _ = v
-            .delete(c.metadata.name.as_deref().unwrap_or_default(), &dp)
-            .await;
-    }
-    let m: Api<MutatingWebhookConfiguration> = Api::all(runtime.client.clone());
-    for c in mutating {
-        let _ = m
-            .delete(c.metadata.name.as_deref().unwrap_or_default(), &dp)
-            .await;
-    }
-}
-
 /// One controller run over the shared caches.
 pub async fn controller(ctx: Arc<Context>, workers: u16) {
-    let instruments = ctx.instruments.clone();
-    let on_cloneset = instruments.clone();
-    let clonesets = ctx.clonesets.subscribe().inspect(move |cs| {
-        on_cloneset.triggered(kruise_runtime::cache::key(cs.as_ref()));
-    });
-    let pods = ctx.pods.subscribe();
-    let config = ControllerConfig::default()
-        .concurrency(workers)
-        .debounce(Duration::from_millis(50));
-    Controller::for_shared_stream(clonesets, ctx.clonesets.store().clone())
-        .watches_shared_stream(pods, move |pod: Arc<Pod>| {
-            let owner = pod
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "CloneSet")
-                .map(|o| {
-                    ObjectRef::<CloneSet>::new(&o.name)
-                        .within(pod.metadata.namespace.as_deref().unwrap_or_default())
-                });
-            if let Some(r) = &owner {
-                instruments.triggered(format!(
-                    "{}/{}",
-                    r.namespace.as_deref().unwrap_or_default(),
-                    r.name
-                ));
-            }
-            owner
-        })
-        .with_config(config)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+    let r = &ctx.reconciler;
+    r.controller(&ctx.clonesets, workers)
+        .watches_shared_stream(ctx.pods.subscribe(), r.owner_of::<CloneSet, Pod>())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
         .for_each(|_| async {})
         .await;
 }

@@ -2,6 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let runtime = kruise_runtime::Runtime::from_env(cloneset_ctl::CONTROLLER_NAME).await?;
+    let runtime = kruise_runtime::Runtime::from_env(cloneset_ctl::IDENTITY).await?;
     cloneset_ctl::run(runtime).await
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus, ImagePullJob};
 use kruise_api::keys;
 use kruise_ordering::predicates::is_active;
-use kruise_workload::{Expected, Observed};
+use kruise_workload::{Action as WorkloadAction, Expected, Observed, min_duration};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -17,8 +17,7 @@ use serde_json::json;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events::CONTROLLER_NAME;
-use crate::execute::execute;
+use crate::events::{self, CONTROLLER_NAME};
 use crate::plan::pods::PvcCleanup;
 use crate::plan::predownload::{PreDownload, plan_predownload};
 use crate::plan::status::{PhaseErrors, compute_status};
@@ -29,34 +28,13 @@ use crate::revisions;
 const EXPECTATION_POLL: Duration = Duration::from_millis(500);
 
 pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
-    let key = kruise_runtime::cache::key(cs.as_ref());
-    ctx.instruments.started(&key);
-    let started = std::time::Instant::now();
-    let result = reconcile_inner(&cs, &ctx).await;
-    let label = match &result {
-        Ok(_) => "ok",
-        Err(e) => e.metric_label(),
-    };
-    ctx.instruments.finished(label, started.elapsed());
-    if result.is_ok() {
-        ctx.backoff.succeeded(&key);
-    }
-    result
+    ctx.reconciler
+        .run(cs.as_ref(), reconcile_inner(&cs, &ctx))
+        .await
 }
 
 pub fn error_policy(cs: Arc<CloneSet>, err: &Error, ctx: Arc<Context>) -> Action {
-    let key = kruise_runtime::cache::key(cs.as_ref());
-    // Its namespace is going away; the CloneSet will follow. Nothing to retry.
-    if let Error::Kube(kube::Error::Api(s)) = err
-        && s.code == 403
-        && s.message.contains("because it is being terminated")
-    {
-        tracing::debug!(cloneset = %key, "namespace terminating");
-        return Action::await_change();
-    }
-    let wait = ctx.backoff.failed(&key);
-    tracing::warn!(cloneset = %key, error = %err, retry_in = ?wait, "reconcile failed");
-    Action::requeue(wait)
+    ctx.reconciler.error_policy(cs.as_ref(), err)
 }
 
 async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
@@ -67,14 +45,13 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
         .uid()
         .ok_or_else(|| Error::MissingObjectKey(cs.name_any()))?;
     if cs.meta().deletion_timestamp.is_some() {
-        ctx.pod_expectations.forget(&uid);
-        ctx.pvc_expectations.forget(&uid);
+        ctx.writer.forget(&uid);
         return Ok(Action::await_change());
     }
 
     // Wait until the cache shows what we did last round (spec 4.1.2).
     let now = jiff::Timestamp::now();
-    let pending = ctx.pod_expectations.pending(&uid, now, |name| {
+    let pending = ctx.writer.pods.pending(&uid, now, |name| {
         Observed::in_cache(
             ctx.pods
                 .store()
@@ -83,7 +60,7 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
             ctx.pods.resource_version(),
         )
     });
-    let pending_pvcs = ctx.pvc_expectations.pending(&uid, now, |name| {
+    let pending_pvcs = ctx.writer.pvcs.pending(&uid, now, |name| {
         Observed::in_cache(
             ctx.pvcs
                 .store()
@@ -93,7 +70,7 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
         )
     });
     if !pending.is_empty() || !pending_pvcs.is_empty() {
-        tracing::debug!(cloneset = %cs.name_any(), ?pending, ?pending_pvcs, "waiting for the cache");
+        tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
         return Ok(Action::requeue(EXPECTATION_POLL));
     }
 
@@ -117,8 +94,10 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
             )
             .unwrap_or(false)
         });
-    for pod in &released {
-        release(ctx, pod, &uid).await?;
+    let owner = cs.object_ref(&());
+    if !released.is_empty() {
+        let releases = released.iter().map(|pod| WorkloadAction::Release { pod }).collect();
+        ctx.writer.execute(&owner, &uid, releases).await?;
     }
 
     let revisions = revisions::sync(&ctx.client, cs, ctx.revisions.owned_by(&uid)).await?;
@@ -143,9 +122,9 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     }
     if scale_plan.changes_something() || !scale_plan.warnings.is_empty() {
         let changed = scale_plan.changes_something();
-        if let Err(e) = execute(ctx, cs, scale_plan).await {
+        if let Err(e) = ctx.writer.carry_out(&owner, &uid, scale_plan).await {
             errors.scale = Some(e.to_string());
-            exec_error = Some(e);
+            exec_error = Some(Error::from(e));
         }
         if changed {
             return finish(ctx, cs, &world, &revisions, errors, requeue, exec_error).await;
@@ -156,9 +135,9 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
     if !update_plan.errors.is_empty() {
         errors.update = Some(update_plan.errors.join("; "));
     }
-    if let Err(e) = execute(ctx, cs, update_plan).await {
+    if let Err(e) = ctx.writer.carry_out(&owner, &uid, update_plan).await {
         errors.update = Some(e.to_string());
-        exec_error = Some(e);
+        exec_error = Some(Error::from(e));
     }
     finish(ctx, cs, &world, &revisions, errors, requeue, exec_error).await
 }
@@ -200,27 +179,10 @@ async fn finish(
         .unwrap_or_else(Action::await_change))
 }
 
-fn min_duration(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 async fn write_status(ctx: &Context, cs: &CloneSet, status: &CloneSetStatus) -> Result<()> {
     let api: Api<CloneSet> =
         Api::namespaced(ctx.client.clone(), &cs.namespace().unwrap_or_default());
-    let patch = json!({
-        "apiVersion": "apps.kruise.io/v1alpha1",
-        "kind": "CloneSet",
-        "status": status,
-    });
-    api.patch_status(
-        &cs.name_any(),
-        &PatchParams::apply(CONTROLLER_NAME).force(),
-        &Patch::Apply(patch),
-    )
-    .await?;
+    kruise_runtime::apply_status(&api, cs, status, CONTROLLER_NAME).await?;
     Ok(())
 }
 
@@ -256,16 +218,16 @@ async fn predownload(
             for job in list {
                 let name = job.name_any();
                 match jobs.create(&PostParams::default(), &job).await {
-                    Ok(_) => ctx.control.events().normal(
+                    Ok(_) => ctx.writer.control.events().normal(
                         &owner,
-                        "CreatedImagePullJob",
+                        events::CREATED_IMAGE_PULL_JOB,
                         format!("created ImagePullJob {name} for image: {}", job.spec.image),
                     ),
                     Err(kube::Error::Api(s)) if s.code == 409 => {}
                     Err(e) => {
-                        ctx.control.events().normal(
+                        ctx.writer.control.events().normal(
                             &owner,
-                            "FailedCreateImagePullJob",
+                            events::FAILED_CREATE_IMAGE_PULL_JOB,
                             format!("failed to create ImagePullJob {name}: {e}"),
                         );
                         return Err(e.into());
@@ -326,27 +288,6 @@ async fn prune_pods_to_delete(ctx: &Context, cs: &CloneSet, world: &World<'_>) -
     Ok(())
 }
 
-/// An owned Pod whose labels no longer match the selector is released: its controller
-/// ownerReference is removed (spec 4.1.1). Orphans are never adopted.
-async fn release(ctx: &Context, pod: &Pod, uid: &str) -> Result<()> {
-    let owners: Vec<_> = pod
-        .owner_references()
-        .iter()
-        .filter(|o| o.uid != uid)
-        .cloned()
-        .collect();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let patch =
-        json!({"metadata": {"resourceVersion": pod.resource_version(), "ownerReferences": owners}});
-    api.patch(
-        &pod.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await?;
-    Ok(())
-}
-
 /// Spec 4.3.6, `disablePVCReuse`: PVCs no active Pod uses go to their terminating Pod
 /// (collected with it) or are deleted. Returns the names of the PVCs handled, which this
 /// round no longer counts as the CloneSet's.
@@ -371,8 +312,8 @@ async fn cleanup_pvcs(
         match step {
             PvcCleanup::HandToPod { pvc, pod } => {
                 let patch = crate::plan::pods::hand_to_pod_patch(pvc, uid, pod);
-                if let Some(rv) = ctx.control.patch_pvc(&owner, pvc, &patch).await? {
-                    ctx.pvc_expectations.expect(
+                if let Some(rv) = ctx.writer.control.patch_pvc(&owner, pvc, &patch).await? {
+                    ctx.writer.pvcs.expect(
                         uid,
                         Expected::Updated {
                             name: name.clone(),
@@ -384,10 +325,12 @@ async fn cleanup_pvcs(
                 tracing::info!(cloneset = %cs.name_any(), pvc = %name, pod = %pod.name_any(), "PVC handed to its terminating Pod");
             }
             PvcCleanup::Delete { pvc } => {
-                ctx.pvc_expectations
+                ctx.writer
+                    .pvcs
                     .expect(uid, Expected::Deleted(name.clone()), now);
-                if let Err(e) = ctx.control.delete_pvc(&owner, pvc).await {
-                    ctx.pvc_expectations
+                if let Err(e) = ctx.writer.control.delete_pvc(&owner, pvc).await {
+                    ctx.writer
+                        .pvcs
                         .forget_one(uid, &Expected::Deleted(name.clone()));
                     return Err(e.into());
                 }

@@ -22,89 +22,18 @@ use kruise_api::apps_v1alpha1::{CloneSet, CloneSetUpdateStrategyType};
 use kruise_api::intstr::{self, Rounding};
 use kruise_api::keys;
 use kruise_runtime::Cache;
+use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, dynamic, json_patch,
+    AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, deny_forbidden,
+    deny_invalid, dynamic, json_patch,
 };
-use kruise_workload::pod_defaults;
+use kruise_workload::{admission, pod_defaults};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-cloneset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-cloneset";
-
-/// One field error, printed the way the apiserver prints them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    pub path: String,
-    pub kind: ErrorKind,
-    pub detail: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ErrorKind {
-    Invalid(String),
-    Required,
-    Forbidden,
-    NotSupported(String),
-}
-
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.kind {
-            ErrorKind::Invalid(value) => write!(
-                f,
-                "{}: Invalid value: {}: {}",
-                self.path, value, self.detail
-            ),
-            ErrorKind::Required => write!(f, "{}: Required value: {}", self.path, self.detail),
-            ErrorKind::Forbidden => write!(f, "{}: Forbidden: {}", self.path, self.detail),
-            ErrorKind::NotSupported(value) => write!(
-                f,
-                "{}: Unsupported value: {}: {}",
-                self.path, value, self.detail
-            ),
-        }
-    }
-}
-
-fn invalid(path: &str, value: impl std::fmt::Display, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: ErrorKind::Invalid(value.to_string()),
-        detail: detail.into(),
-    }
-}
-
-fn forbidden(path: &str, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: ErrorKind::Forbidden,
-        detail: detail.into(),
-    }
-}
-
-fn required(path: &str, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: ErrorKind::Required,
-        detail: detail.into(),
-    }
-}
-
-/// The aggregate message: one error as is, several as `[a, b]` (like `ToAggregate()`).
-pub fn aggregate(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
 
 // ---------------------------------------------------------------- defaulting
 
@@ -122,43 +51,8 @@ pub fn with_defaults(object: &Value) -> Value {
 /// revision (and its Pods) until the templates are defaulted on purpose.
 pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults: bool) -> Value {
     let mut obj = spec_defaults(object);
-    let inject = template_defaults
-        && old.is_none_or(|old| {
-            let mut defaulted = old.clone();
-            inject_template_defaults(&mut defaulted);
-            &defaulted == old
-        });
-    if inject {
-        if let Some(old) = old {
-            pod_defaults::keep_pull_policies(
-                &mut obj,
-                old,
-                &[
-                    "/spec/template/spec/containers",
-                    "/spec/template/spec/initContainers",
-                ],
-            );
-        }
-        inject_template_defaults(&mut obj);
-    }
+    pod_defaults::default_workload_templates(&mut obj, old, template_defaults);
     obj
-}
-
-fn inject_template_defaults(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec") else {
-        return;
-    };
-    if let Some(template) = spec.get_mut("template") {
-        pod_defaults::template_defaults(template);
-    }
-    if let Some(claims) = spec
-        .get_mut("volumeClaimTemplates")
-        .and_then(Value::as_array_mut)
-    {
-        claims
-            .iter_mut()
-            .for_each(pod_defaults::claim_template_defaults);
-    }
 }
 
 fn spec_defaults(object: &Value) -> Value {
@@ -226,7 +120,7 @@ pub fn validate(
 
     // 1. Name and replicas.
     let name = cs.name_any();
-    if !is_dns_subdomain(&name) {
+    if !admission::is_dns_subdomain(&name) {
         errors.push(invalid("metadata.name", &name, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"));
     }
     if replicas < 0 {
@@ -328,54 +222,10 @@ pub fn validate(
 
     // 8. Priority and scatter.
     if let Some(priority) = &strategy.priority_strategy {
-        if !priority.weight_priority.is_empty() && !priority.order_priority.is_empty() {
-            errors.push(invalid(
-                "spec.updateStrategy.priorityStrategy",
-                "",
-                "only one of weightPriority and orderPriority can be used",
-            ));
-        }
-        for (i, w) in priority.weight_priority.iter().enumerate() {
-            let path = format!("spec.updateStrategy.priorityStrategy.weightPriority[{i}]");
-            if !(0..=100).contains(&w.weight) {
-                errors.push(invalid(
-                    &format!("{path}.weight"),
-                    w.weight,
-                    "weight must be valid number in the range 1-100",
-                ));
-            }
-            let empty = w
-                .match_selector
-                .match_labels
-                .as_ref()
-                .is_none_or(|m| m.is_empty())
-                && w.match_selector
-                    .match_expressions
-                    .as_ref()
-                    .is_none_or(|m| m.is_empty());
-            if empty {
-                errors.push(required(
-                    &format!("{path}.matchSelector"),
-                    "selector can not be empty",
-                ));
-            } else if let Err(e) =
-                kruise_ordering::selector::matches(&w.match_selector, &BTreeMap::new())
-            {
-                errors.push(invalid(
-                    &format!("{path}.matchSelector"),
-                    "",
-                    format!("invalid selector {e:?}"),
-                ));
-            }
-        }
-        for (i, o) in priority.order_priority.iter().enumerate() {
-            if o.ordered_key.is_empty() {
-                errors.push(required(
-                    &format!("spec.updateStrategy.priorityStrategy.orderPriority[{i}].orderedKey"),
-                    "order key can not be empty",
-                ));
-            }
-        }
+        errors.extend(admission::priority_strategy_errors(
+            priority,
+            "spec.updateStrategy.priorityStrategy",
+        ));
     }
     let mut seen = BTreeSet::new();
     for (i, term) in strategy.scatter_strategy.iter().enumerate() {
@@ -538,11 +388,11 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
                         &format!("spec.template.spec.containers[{i}].name"),
                         "name is required",
                     )),
-                    Some(n) if !names.insert(n.to_string()) => errors.push(FieldError {
-                        path: format!("spec.template.spec.containers[{i}].name"),
-                        kind: ErrorKind::Invalid(format!("\"{n}\"")),
-                        detail: "Duplicate value".into(),
-                    }),
+                    Some(n) if !names.insert(n.to_string()) => errors.push(invalid(
+                        format!("spec.template.spec.containers[{i}].name"),
+                        format!("\"{n}\""),
+                        "Duplicate value",
+                    )),
                     _ => {}
                 }
                 if c.get("image")
@@ -563,11 +413,11 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
         && !policy.is_empty()
         && policy != "Always"
     {
-        errors.push(FieldError {
-            path: "spec.template.spec.restartPolicy".into(),
-            kind: ErrorKind::NotSupported(format!("\"{policy}\"")),
-            detail: "supported values: \"Always\"".into(),
-        });
+        errors.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            format!("\"{policy}\""),
+            "supported values: \"Always\"",
+        ));
     }
     if template
         .pointer("/spec/activeDeadlineSeconds")
@@ -580,35 +430,9 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && part.as_bytes()[0].is_ascii_alphanumeric()
-                && part.as_bytes()[part.len() - 1].is_ascii_alphanumeric()
-        })
-}
-
 /// Spec 3.12: deletion protection (gate `ResourcesDeletionProtection`).
 pub fn deletion_denied(cs: &CloneSet) -> Option<String> {
-    let label = cs.labels().get(keys::DELETION_PROTECTION)?;
-    match label.as_str() {
-        keys::DELETION_PROTECTION_ALWAYS => Some(keys::DELETION_PROTECTION_MSG_ALWAYS.to_string()),
-        keys::DELETION_PROTECTION_CASCADING => {
-            let replicas = cs.spec.replicas.unwrap_or(1);
-            (replicas > 0).then(|| {
-                format!(
-                    "{}replicas {replicas}>0",
-                    keys::DELETION_PROTECTION_MSG_CASCADING_PREFIX
-                )
-            })
-        }
-        _ => None,
-    }
+    admission::deletion_denied_for(cs.labels(), cs.spec.replicas.unwrap_or(1))
 }
 
 // ---------------------------------------------------------------- routes
@@ -663,9 +487,7 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
                         && let Some(old) = &typed_req.old_object
                         && let Some(message) = deletion_denied(old)
                     {
-                        let mut denied = response.deny(message);
-                        denied.result.code = 403;
-                        return Ok(denied);
+                        return Ok(deny_forbidden(response, message));
                     }
                     return Ok(response);
                 }
@@ -682,10 +504,7 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
                 if errors.is_empty() {
                     return Ok(response);
                 }
-                let mut denied = response.deny(aggregate(&errors));
-                denied.result.code = 422;
-                denied.result.reason = "Invalid".into();
-                Ok(denied)
+                Ok(deny_invalid(response, &errors))
             }
         }),
     );
@@ -767,6 +586,7 @@ pub fn configurations(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kruise_runtime::webhook::aggregate;
 
     struct NoPods;
     impl PodLookup for NoPods {

@@ -12,6 +12,7 @@ pub mod gates;
 pub mod instruments;
 pub mod leader;
 pub mod metrics;
+pub mod reconciler;
 pub mod settings;
 pub mod telemetry;
 pub mod webhook;
@@ -28,6 +29,7 @@ pub use gates::FeatureGates;
 pub use instruments::{Backoff, Instruments};
 pub use leader::Election;
 pub use metrics::Metrics;
+pub use reconciler::{ReconcileError, Reconciler, apply_status};
 pub use settings::Settings;
 pub use webhook::WebhookServer;
 
@@ -62,11 +64,51 @@ impl Error {
     }
 }
 
+/// Who a binary is: its controller name (event reporter, Lease, field manager) and the
+/// `User-Agent` its client sends (`<binary>/<version>`, so the apiserver's audit log
+/// and API Priority and Fairness can tell the controllers apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub controller: &'static str,
+    pub binary: &'static str,
+    pub version: &'static str,
+}
+
+impl Identity {
+    pub fn user_agent(&self) -> String {
+        format!("{}/{}", self.binary, self.version)
+    }
+}
+
+/// A bare controller name (tests, tools): the binary is named after it.
+impl From<&'static str> for Identity {
+    fn from(controller: &'static str) -> Self {
+        Identity {
+            controller,
+            binary: controller,
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// The [`Identity`] of the crate it is written in: `kruise_runtime::identity!("cloneset-controller")`.
+#[macro_export]
+macro_rules! identity {
+    ($controller:expr) => {
+        $crate::Identity {
+            controller: $controller,
+            binary: env!("CARGO_PKG_NAME"),
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    };
+}
+
 /// Everything a controller needs from its process.
 #[derive(Clone)]
 pub struct Runtime {
     /// The controller's name: event reporter, lease name, field manager.
     pub name: String,
+    pub identity: Identity,
     pub settings: Settings,
     pub gates: FeatureGates,
     pub client: Client,
@@ -80,25 +122,37 @@ pub struct Runtime {
 impl Runtime {
     /// For `main`: settings from `KRUISE_*`, logging, a client from `KUBECONFIG` or the
     /// in-cluster config, the admin server, and SIGTERM/SIGINT handling.
-    pub async fn from_env(name: &str) -> Result<Self, Error> {
+    pub async fn from_env(identity: impl Into<Identity>) -> Result<Self, Error> {
+        let identity = identity.into();
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
         let config = kube::Config::infer()
             .await
             .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;
-        let runtime = Self::new(name, settings, config).await?;
+        let runtime = Self::new(identity, settings, config).await?;
         let shutdown = runtime.shutdown.clone();
         tokio::spawn(async move {
             wait_for_signal().await;
             tracing::info!("signal received; shutting down");
             shutdown.cancel();
         });
-        tracing::info!(controller = name, admin = %runtime.admin_addr, "started");
+        tracing::info!(controller = identity.controller, user_agent = %identity.user_agent(), admin = %runtime.admin_addr, "started");
         Ok(runtime)
     }
 
     /// For tests and embedding: explicit settings and client config.
-    pub async fn new(name: &str, settings: Settings, config: kube::Config) -> Result<Self, Error> {
+    pub async fn new(
+        identity: impl Into<Identity>,
+        settings: Settings,
+        mut config: kube::Config,
+    ) -> Result<Self, Error> {
+        let identity = identity.into();
+        let user_agent = http::HeaderValue::from_str(&identity.user_agent())
+            .map_err(|e| Error::Settings(format!("user agent {:?}: {e}", identity.user_agent())))?;
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, user_agent));
         let metrics = Metrics::new();
         let client = client::build(config, settings.kube_qps, settings.kube_burst, &metrics)?;
         let readiness = Readiness::default();
@@ -115,7 +169,8 @@ impl Runtime {
             source,
         })?;
         Ok(Runtime {
-            name: name.to_string(),
+            name: identity.controller.to_string(),
+            identity,
             gates: settings.gates(),
             settings,
             client,

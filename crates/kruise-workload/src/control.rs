@@ -2,12 +2,14 @@
 //! slow-start batched creation.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kruise_runtime::{Events, Metrics};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
 
 use kruise_api::keys::{
     EVENT_FAILED_CREATE as REASON_FAILED_CREATE, EVENT_FAILED_DELETE as REASON_FAILED_DELETE,
@@ -16,14 +18,61 @@ use kruise_api::keys::{
     EVENT_SUCCESSFUL_DELETE as REASON_SUCCESSFUL_DELETE,
 };
 
-/// Creates and deletes a controller's Pods and PVCs, reporting each as an Event on the
-/// owner (`succeed to create pod cs-demo-jj2qk`) and in `kruise_pod_operations_total`.
+/// How a controller words the events of its Pod and PVC writes. The defaults are
+/// CloneSet's (`succeed to create pod cs-demo-jj2qk`); a controller whose upstream says
+/// it otherwise (Advanced StatefulSet: `create Pod web-0 in StatefulSet web successful`)
+/// overrides them. `owner` is the owner's name.
+pub trait PodMessages: Send + Sync {
+    fn created(&self, _owner: &str, pod: &str) -> String {
+        format!("succeed to create pod {pod}")
+    }
+    fn create_failed(&self, _owner: &str, pod: &Pod, err: &kube::Error) -> String {
+        let json = serde_json::to_string(pod).unwrap_or_default();
+        format!("failed to create pod: {err}, pod: {json}")
+    }
+    fn deleted(&self, _owner: &str, pod: &str) -> String {
+        format!("succeed to delete pod {pod}")
+    }
+    fn delete_failed(&self, _owner: &str, pod: &str, err: &kube::Error) -> String {
+        format!("failed to delete pod {pod}: {err}")
+    }
+    /// An event for a created claim, if the controller reports them.
+    fn claim_created(&self, _owner: &str, _pod: &str, _claim: &str) -> Option<String> {
+        None
+    }
+    fn claim_create_failed(
+        &self,
+        _owner: &str,
+        _pod: &str,
+        pvc: &PersistentVolumeClaim,
+        err: &kube::Error,
+    ) -> String {
+        let json = serde_json::to_string(pvc).unwrap_or_default();
+        format!("failed to create pvc: {err}, pvc: {json}")
+    }
+}
+
+/// CloneSet's wording.
+pub struct DefaultMessages;
+
+impl PodMessages for DefaultMessages {}
+
+/// How a Pod patch is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchKind {
+    Merge,
+    Strategic,
+}
+
+/// Creates, patches and deletes a controller's Pods and PVCs, reporting each as an Event
+/// on the owner and in `kruise_pod_operations_total`.
 #[derive(Clone)]
 pub struct PodControl {
     client: Client,
     events: Events,
     metrics: Metrics,
     controller: String,
+    messages: Arc<dyn PodMessages>,
 }
 
 impl PodControl {
@@ -33,6 +82,94 @@ impl PodControl {
             events,
             metrics,
             controller: controller.to_string(),
+            messages: Arc::new(DefaultMessages),
+        }
+    }
+
+    /// Words the events as `messages` says.
+    pub fn with_messages(mut self, messages: impl PodMessages + 'static) -> Self {
+        self.messages = Arc::new(messages);
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Patches a Pod with a patch that carries the resourceVersion the caller decided
+    /// on (`metadata.resourceVersion`), so a decision based on a stale cache fails
+    /// instead of clobbering. On a conflict, if only the Pod's status moved since (the
+    /// kubelet reporting), the decision still holds: it is retried once at the new
+    /// resourceVersion; otherwise the conflict is returned and the caller decides again.
+    /// Returns the resourceVersion written (none when the Pod is gone).
+    pub async fn patch_pod(
+        &self,
+        pod: &Pod,
+        patch: &Value,
+        kind: PatchKind,
+    ) -> Result<Option<String>, kube::Error> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        let name = pod.name_any();
+        let send = |patch: &Value| {
+            let api = api.clone();
+            let name = name.clone();
+            let patch = patch.clone();
+            async move {
+                let params = PatchParams::default();
+                match kind {
+                    PatchKind::Merge => api.patch(&name, &params, &Patch::Merge(&patch)).await,
+                    PatchKind::Strategic => {
+                        api.patch(&name, &params, &Patch::Strategic(&patch)).await
+                    }
+                }
+            }
+        };
+        match send(patch).await {
+            Ok(p) => Ok(p.resource_version()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let mut fresh = api.get(&name).await?;
+                // Compare like with like: cached Pods are pruned.
+                kruise_runtime::cache::prune_metadata(&mut fresh.metadata);
+                let mut cached = pod.metadata.clone();
+                kruise_runtime::cache::prune_metadata(&mut cached);
+                if fresh.spec != pod.spec
+                    || fresh.metadata.labels != cached.labels
+                    || fresh.metadata.annotations != cached.annotations
+                {
+                    return Err(kube::Error::Api(s));
+                }
+                let mut patch = patch.clone();
+                if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(fresh.resource_version()));
+                }
+                Ok(send(&patch).await?.resource_version())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Strategic-merge patches `pods/status` (conditions). Returns the resourceVersion
+    /// written (none when the Pod is gone).
+    pub async fn patch_pod_status(
+        &self,
+        pod: &Pod,
+        patch: &Value,
+    ) -> Result<Option<String>, kube::Error> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        match api
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await
+        {
+            Ok(p) => Ok(p.resource_version()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -53,16 +190,15 @@ impl PodControl {
                 self.events.normal(
                     owner,
                     REASON_SUCCESSFUL_CREATE,
-                    format!("succeed to create pod {}", pod.name_any()),
+                    self.messages.created(owner_name(owner), &pod.name_any()),
                 );
                 Ok(created)
             }
             Err(err) => {
-                let json = serde_json::to_string(pod).unwrap_or_default();
                 self.events.warning(
                     owner,
                     REASON_FAILED_CREATE,
-                    format!("failed to create pod: {err}, pod: {json}"),
+                    self.messages.create_failed(owner_name(owner), pod, &err),
                 );
                 Err(err)
             }
@@ -86,7 +222,7 @@ impl PodControl {
                 self.events.normal(
                     owner,
                     REASON_SUCCESSFUL_DELETE,
-                    format!("succeed to delete pod {}", pod.name_any()),
+                    self.messages.deleted(owner_name(owner), &pod.name_any()),
                 );
                 Ok(())
             }
@@ -95,17 +231,20 @@ impl PodControl {
                 self.events.warning(
                     owner,
                     REASON_FAILED_DELETE,
-                    format!("failed to delete pod {}: {err}", pod.name_any()),
+                    self.messages
+                        .delete_failed(owner_name(owner), &pod.name_any(), &err),
                 );
                 Err(err)
             }
         }
     }
 
-    /// Creates a PVC; an existing one with the same name is fine (it is reused).
+    /// Creates a PVC for the Pod `pod`; an existing one with the same name is fine (it
+    /// is reused).
     pub async fn create_pvc(
         &self,
         owner: &ObjectReference,
+        pod: &str,
         pvc: &PersistentVolumeClaim,
     ) -> Result<(), kube::Error> {
         let ns = pvc.namespace().unwrap_or_default();
@@ -113,15 +252,21 @@ impl PodControl {
         match api.create(&PostParams::default(), pvc).await {
             Ok(_) => {
                 self.count("pvc_created");
+                if let Some(message) =
+                    self.messages
+                        .claim_created(owner_name(owner), pod, &pvc.name_any())
+                {
+                    self.events.normal(owner, REASON_SUCCESSFUL_CREATE, message);
+                }
                 Ok(())
             }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
             Err(err) => {
-                let json = serde_json::to_string(pvc).unwrap_or_default();
                 self.events.warning(
                     owner,
                     REASON_FAILED_CREATE,
-                    format!("failed to create pvc: {err}, pvc: {json}"),
+                    self.messages
+                        .claim_create_failed(owner_name(owner), pod, pvc, &err),
                 );
                 Err(err)
             }
@@ -192,6 +337,10 @@ impl PodControl {
             }
         }
     }
+}
+
+fn owner_name(owner: &ObjectReference) -> &str {
+    owner.name.as_deref().unwrap_or_default()
 }
 
 /// Runs `f` over `items` in batches of 1, 2, 4, … (each batch concurrently), stopping

@@ -52,6 +52,53 @@ pub fn claim_template_defaults(claim: &mut Value) {
     }
 }
 
+/// The core defaults of the templates a workload object stores: `spec.template` and
+/// every `spec.volumeClaimTemplates[]` (CloneSet, Advanced StatefulSet).
+pub fn workload_template_defaults(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    if let Some(template) = spec.get_mut("template") {
+        template_defaults(template);
+    }
+    if let Some(claims) = spec
+        .get_mut("volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        claims.iter_mut().for_each(claim_template_defaults);
+    }
+}
+
+/// Admission defaulting of a workload's templates ([`workload_template_defaults`]), as
+/// upstream does unless the `TemplateNoDefaults` gate is on (`enabled` false), so a
+/// manifest that spells out a default makes no new revision. On CREATE (`old` is None)
+/// always; on UPDATE only when the stored templates were defaulted already (a workload
+/// stored without them keeps its revision, and its Pods, until the templates are
+/// defaulted on purpose), and then a container that names no `imagePullPolicy` keeps
+/// the stored one ([`keep_pull_policies`]).
+pub fn default_workload_templates(obj: &mut Value, old: Option<&Value>, enabled: bool) {
+    let inject = enabled
+        && old.is_none_or(|old| {
+            let mut defaulted = old.clone();
+            workload_template_defaults(&mut defaulted);
+            &defaulted == old
+        });
+    if !inject {
+        return;
+    }
+    if let Some(old) = old {
+        keep_pull_policies(
+            obj,
+            old,
+            &[
+                "/spec/template/spec/containers",
+                "/spec/template/spec/initContainers",
+            ],
+        );
+    }
+    workload_template_defaults(obj);
+}
+
 /// On UPDATE, a container (found by name under each of `lists`, JSON pointers) that names
 /// no `imagePullPolicy` keeps the one the stored object has for it. The pull policy is
 /// the one default that depends on the image (`busybox` → Always, `busybox:1.35.0` →
@@ -244,6 +291,41 @@ mod tests {
             json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}});
         claim_template_defaults(&mut c);
         assert_eq!(c["spec"]["volumeMode"], "Filesystem");
+    }
+
+    #[test]
+    fn workload_templates_are_defaulted_on_create_and_on_defaulted_updates() {
+        let object = |image: &str| {
+            json!({"spec": {
+                "template": {"spec": {"containers": [{"name": "c", "image": image}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "d"}, "spec": {}}]}})
+        };
+        let mut created = object("nginx:alpine");
+        default_workload_templates(&mut created, None, true);
+        assert_eq!(
+            created["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        assert_eq!(
+            created["spec"]["volumeClaimTemplates"][0]["spec"]["volumeMode"],
+            "Filesystem"
+        );
+        // An image bump keeps the stored pull policy.
+        let mut bumped = object("nginx");
+        default_workload_templates(&mut bumped, Some(&created), true);
+        assert_eq!(
+            bumped["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
+            "IfNotPresent"
+        );
+        // Stored without defaults: left alone.
+        let legacy = object("nginx:alpine");
+        let mut update = object("nginx:1");
+        default_workload_templates(&mut update, Some(&legacy), true);
+        assert_eq!(update, object("nginx:1"));
+        // TemplateNoDefaults.
+        let mut raw = object("nginx:alpine");
+        default_workload_templates(&mut raw, None, false);
+        assert_eq!(raw, object("nginx:alpine"));
     }
 
     #[test]

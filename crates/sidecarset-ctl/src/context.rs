@@ -9,7 +9,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kruise_api::apps_v1alpha1::SidecarSet;
 use kruise_api::keys;
-use kruise_runtime::{Backoff, Cache, Instruments};
+use kruise_runtime::{Cache, Reconciler};
 use kruise_workload::{Expectations, PodControl};
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
@@ -31,8 +31,7 @@ pub struct Context {
     pub watch_namespace: Option<String>,
     pub control: PodControl,
     pub expectations: Expectations,
-    pub instruments: Instruments,
-    pub backoff: Backoff,
+    pub reconciler: Reconciler,
     /// Every cache the webhook reads has listed once.
     pub synced: Arc<AtomicBool>,
     pub coverage: Coverage,

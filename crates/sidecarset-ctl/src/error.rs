@@ -14,16 +14,21 @@ pub enum Error {
     Revision(String),
 }
 
-impl Error {
-    /// A short, bounded label for the `result` of `kruise_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+impl kruise_runtime::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
         match self {
-            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
-            Error::Kube(_) => "kube",
+            Error::Kube(e) => kruise_runtime::reconciler::kube_error_label(e),
             Error::MissingObjectKey(_) => "missing_key",
             Error::Json(_) => "json",
             Error::Runtime(_) => "runtime",
             Error::Revision(_) => "revision",
+        }
+    }
+
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Kube(e) => Some(e),
+            _ => None,
         }
     }
 }

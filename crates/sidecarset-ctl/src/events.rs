@@ -8,3 +8,6 @@ pub use kruise_api::keys::{
 pub const CONTROLLER_NAME: &str = "sidecarset-controller";
 /// Warning on a Pod whose sidecar in-place upgrade could not be written.
 pub const FAILED_UPDATE_POD_SIDECAR: &str = "FailedUpdatePodSidecar";
+
+/// Who this binary is (its client's User-Agent is `sidecarset-ctl/<version>`).
+pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);

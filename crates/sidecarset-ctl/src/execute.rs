@@ -3,10 +3,9 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kruise_api::apps_v1alpha1::SidecarSet;
-use kruise_workload::Expected;
-use kube::api::{Api, Patch, PatchParams};
+use kruise_workload::{Expected, PatchKind};
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::context::Context;
 use crate::error::Result;
@@ -112,45 +111,14 @@ async fn write(ctx: &Context, owner: &ObjectReference, uid: &str, w: &PodWrite<'
 }
 
 async fn status_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let patched = api
-        .patch_status(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
-        .await?;
-    Ok(patched.resource_version())
+    Ok(ctx.control.patch_pod_status(pod, patch).await?)
 }
 
-/// The strategic-merge Pod patch, guarded by the resourceVersion the plan saw. On a
-/// conflict, if only the Pod's status moved (the kubelet, kwok), the decision still
-/// holds: retry once at the new resourceVersion; otherwise decide again next round.
+/// The strategic-merge Pod patch, guarded by the resourceVersion the plan saw (a
+/// conflict caused only by the kubelet's status writes is retried by the control).
 async fn pod_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<String>> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-    let name = pod.name_any();
-    let params = PatchParams::default();
-    match api.patch(&name, &params, &Patch::Strategic(patch)).await {
-        Ok(p) => Ok(p.resource_version()),
-        Err(kube::Error::Api(s)) if s.code == 409 => {
-            let mut fresh = api.get(&name).await?;
-            // Compare like with like: the cached Pod was pruned.
-            kruise_runtime::cache::prune_metadata(&mut fresh.metadata);
-            if fresh.spec != pod.spec
-                || fresh.metadata.labels != pod.metadata.labels
-                || fresh.metadata.annotations != pod.metadata.annotations
-            {
-                return Err(kube::Error::Api(s).into());
-            }
-            let mut patch = patch.clone();
-            if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.insert("resourceVersion".into(), json!(fresh.resource_version()));
-            }
-            Ok(api
-                .patch(&name, &params, &Patch::Strategic(&patch))
-                .await?
-                .resource_version())
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(ctx
+        .control
+        .patch_pod(pod, patch, PatchKind::Strategic)
+        .await?)
 }

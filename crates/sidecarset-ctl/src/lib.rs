@@ -22,26 +22,21 @@ pub mod webhook;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kruise_api::apps_v1alpha1::SidecarSet;
 use kruise_api::keys;
 use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Backoff, Cache, Instruments, Runtime, Tolerant, WebhookServer};
+use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, WebhookServer};
 use kruise_workload::{Expectations, PodControl};
 use kube::Api;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use crate::context::{Context, Coverage};
-pub use crate::events::CONTROLLER_NAME;
+pub use crate::events::{CONTROLLER_NAME, IDENTITY};
 
 /// Pods carry nothing we need until something was injected into them: keep only their
 /// names, so watching every Pod costs little memory.
@@ -133,8 +128,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             CONTROLLER_NAME,
         ),
         expectations: Expectations::new(kruise_workload::expectations::DEFAULT_TIMEOUT),
-        instruments: Instruments::new(runtime.metrics.clone(), CONTROLLER_NAME),
-        backoff: Backoff::default(),
+        reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "SidecarSet"),
         synced,
         coverage: Coverage::default(),
     })
@@ -146,8 +140,7 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let server = WebhookServer::start(&runtime, webhook::routes(ctx.clone())).await?;
     let scope = runtime.settings.watch_namespace.clone();
-    let registrable =
-        runtime.settings.webhook_url.is_some() || runtime.settings.webhook_service.is_some();
+    let registrable = server.can_register();
     if registrable {
         // Registered once the SidecarSets are listed, with the matchCondition they give:
         // registering earlier would briefly narrow the Pod webhook to nothing.
@@ -167,33 +160,16 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         .await?;
     // A namespace-scoped instance (tests, namespaced installs) removes its own
     // configurations; a cluster-wide one leaves them for the next replica.
-    if registrable && let Some(ns) = scope.as_deref() {
-        remove_configurations(&runtime, ns).await;
+    if registrable && scope.is_some() {
+        server.unregister().await;
     }
     Ok(())
 }
 
-async fn remove_configurations(runtime: &Runtime, scope: &str) {
-    let (validating, mutating) = webhook::configurations(Some(scope), None);
-    let dp = kube::api::DeleteParams::default();
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(runtime.client.clone());
-    let _ = v
-        .delete(validating.metadata.name.as_deref().unwrap_or_default(), &dp)
-        .await;
-    let m: Api<MutatingWebhookConfiguration> = Api::all(runtime.client.clone());
-    let _ = m
-        .delete(mutating.metadata.name.as_deref().unwrap_or_default(), &dp)
-        .await;
-}
-
 /// One controller run over the shared caches.
 pub async fn controller(ctx: Arc<Context>, workers: u16) {
-    let instruments = ctx.instruments.clone();
-    let on_sidecarset = instruments.clone();
-    let sidecarsets = ctx.sidecarsets.subscribe().inspect(move |ss| {
-        on_sidecarset.triggered(kruise_runtime::cache::key(ss.as_ref()));
-    });
-    let on_pod = instruments.clone();
+    let r = &ctx.reconciler;
+    let on_pod = r.instruments().clone();
     // A Pod wakes every SidecarSet it names in its injected list.
     let by_pod = move |pod: Arc<Pod>| {
         let refs: Vec<ObjectRef<SidecarSet>> = matching::injected_list(&pod)
@@ -215,14 +191,10 @@ pub async fn controller(ctx: Arc<Context>, workers: u16) {
             .map(|ss| ObjectRef::from_obj(ss.as_ref()))
             .collect::<Vec<_>>()
     };
-    let config = ControllerConfig::default()
-        .concurrency(workers)
-        .debounce(Duration::from_millis(50));
-    Controller::for_shared_stream(sidecarsets, ctx.sidecarsets.store().clone())
+    r.controller(&ctx.sidecarsets, workers)
         .watches_shared_stream(ctx.pods.subscribe(), by_pod)
         .watches_shared_stream(ctx.namespaces.subscribe(), by_namespace)
-        .with_config(config)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
         .for_each(|_| async {})
         .await;
 }

@@ -2,6 +2,6 @@
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let runtime = kruise_runtime::Runtime::from_env(sidecarset_ctl::CONTROLLER_NAME).await?;
+    let runtime = kruise_runtime::Runtime::from_env(sidecarset_ctl::IDENTITY).await?;
     sidecarset_ctl::run(runtime).await
 }

@@ -8,11 +8,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::{SidecarSet, SidecarSetStatus};
 use kruise_api::keys;
 use kruise_workload::Observed;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -29,26 +28,13 @@ const EXPECTATION_POLL: Duration = Duration::from_secs(1);
 const COVERAGE_POLL: Duration = Duration::from_millis(200);
 
 pub async fn reconcile(ss: Arc<SidecarSet>, ctx: Arc<Context>) -> Result<Action> {
-    let key = ss.name_any();
-    ctx.instruments.started(&key);
-    let started = std::time::Instant::now();
-    let result = reconcile_inner(&ss, &ctx).await;
-    let label = match &result {
-        Ok(_) => "ok",
-        Err(e) => e.metric_label(),
-    };
-    ctx.instruments.finished(label, started.elapsed());
-    if result.is_ok() {
-        ctx.backoff.succeeded(&key);
-    }
-    result
+    ctx.reconciler
+        .run(ss.as_ref(), reconcile_inner(&ss, &ctx))
+        .await
 }
 
 pub fn error_policy(ss: Arc<SidecarSet>, err: &Error, ctx: Arc<Context>) -> Action {
-    let key = ss.name_any();
-    let wait = ctx.backoff.failed(&key);
-    tracing::warn!(sidecarset = %key, error = %err, retry_in = ?wait, "reconcile failed");
-    Action::requeue(wait)
+    ctx.reconciler.error_policy(ss.as_ref(), err)
 }
 
 async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
@@ -152,16 +138,6 @@ async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
 
 async fn write_status(ctx: &Context, ss: &SidecarSet, status: &SidecarSetStatus) -> Result<()> {
     let api: Api<SidecarSet> = Api::all(ctx.client.clone());
-    let patch = json!({
-        "apiVersion": "apps.kruise.io/v1alpha1",
-        "kind": "SidecarSet",
-        "status": status,
-    });
-    api.patch_status(
-        &ss.name_any(),
-        &PatchParams::apply(CONTROLLER_NAME).force(),
-        &Patch::Apply(patch),
-    )
-    .await?;
+    kruise_runtime::apply_status(&api, ss, status, CONTROLLER_NAME).await?;
     Ok(())
 }

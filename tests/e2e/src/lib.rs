@@ -300,7 +300,12 @@ pub struct RunningController {
 impl RunningController {
     /// Starts `run` with a [`kruise_runtime::Runtime`] watching only `namespace`, leader
     /// election off, the admin server on an ephemeral port, and waits until it is ready.
-    pub async fn start<F, Fut>(name: &str, namespace: &str, gates: &str, run: F) -> Self
+    pub async fn start<F, Fut>(
+        identity: impl Into<kruise_runtime::Identity>,
+        namespace: &str,
+        gates: &str,
+        run: F,
+    ) -> Self
     where
         F: FnOnce(kruise_runtime::Runtime) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
@@ -315,7 +320,7 @@ impl RunningController {
             feature_gates: gates.to_string(),
             ..Default::default()
         };
-        let runtime = kruise_runtime::Runtime::new(name, settings, kube_config().await)
+        let runtime = kruise_runtime::Runtime::new(identity, settings, kube_config().await)
             .await
             .expect("runtime");
         let fut = run(runtime.clone());

@@ -24,13 +24,8 @@ async fn controller_with_gates(ns: &TestNamespace, gates: &str) -> RunningContro
     if std::env::var_os("RUST_LOG").is_some() {
         kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
     }
-    let ctl = RunningController::start(
-        cloneset_ctl::CONTROLLER_NAME,
-        &ns.name,
-        gates,
-        cloneset_ctl::run,
-    )
-    .await;
+    let ctl =
+        RunningController::start(cloneset_ctl::IDENTITY, &ns.name, gates, cloneset_ctl::run).await;
     // Tests apply CloneSets right away and expect defaults and validation.
     let probe: CloneSet =
         serde_saphyr::from_str(&cloneset_yaml("probe", 0, "")).expect("probe CloneSet");

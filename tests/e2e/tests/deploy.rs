@@ -1812,7 +1812,7 @@ fn deny_configuration(name: &str, ns: &str) -> ValidatingWebhookConfiguration {
 }
 
 /// One replica: the Secret in the test's namespace, rotations every ~10s.
-async fn replica(name: &str, ns: &str, secret: &str) -> Runtime {
+async fn replica(name: &'static str, ns: &str, secret: &str) -> Runtime {
     let settings = Settings {
         admin_addr: ([127, 0, 0, 1], 0).into(),
         webhook_addr: ([127, 0, 0, 1], 0).into(),
@@ -1889,8 +1889,8 @@ async fn webhook_replicas_share_one_ca_through_the_secret() {
     };
     let (seen_a, seen_b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (a, b) = tokio::join!(
-        replica(&name, &ns.name, secret_name),
-        replica(&name, &ns.name, secret_name)
+        replica(name.clone().leak(), &ns.name, secret_name),
+        replica(name.clone().leak(), &ns.name, secret_name)
     );
     // Both start at once: both find no Secret, one creates it, the other loads it.
     let (server_a, server_b) = tokio::join!(

@@ -29,13 +29,8 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     if std::env::var_os("RUST_LOG").is_some() {
         kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
     }
-    let ctl = RunningController::start(
-        sidecarset_ctl::CONTROLLER_NAME,
-        &ns.name,
-        "",
-        sidecarset_ctl::run,
-    )
-    .await;
+    let ctl =
+        RunningController::start(sidecarset_ctl::IDENTITY, &ns.name, "", sidecarset_ctl::run).await;
     wait_webhook_effective(ns).await;
     ctl
 }
@@ -1486,7 +1481,7 @@ impl IsolatedController {
                 .expect("controller runtime");
             rt.block_on(async move {
                 let ctl = RunningController::start(
-                    sidecarset_ctl::CONTROLLER_NAME,
+                    sidecarset_ctl::IDENTITY,
                     &namespace,
                     "",
                     sidecarset_ctl::run,

@@ -37,7 +37,7 @@ impl Drop for Cleanup {
     }
 }
 
-async fn runtime(name: &str) -> Runtime {
+async fn runtime(name: &'static str) -> Runtime {
     let settings = Settings {
         admin_addr: ([127, 0, 0, 1], 0).into(),
         webhook_addr: ([127, 0, 0, 1], 0).into(),
@@ -231,7 +231,7 @@ async fn wait_for_denial(cms: &Api<ConfigMap>) {
 async fn webhooks_validate_and_mutate_through_the_apiserver() {
     let ns = TestNamespace::new("webhook").await;
     let name = format!("e2e-webhook-{}", ns.name);
-    let runtime = runtime(&name).await;
+    let runtime = runtime(name.clone().leak()).await;
     let server = WebhookServer::start(&runtime, vec![deny_route(), label_route()])
         .await
         .expect("webhook server");
@@ -377,7 +377,7 @@ async fn webhooks_validate_and_mutate_through_the_apiserver() {
 async fn ca_rotation_never_fails_an_admission() {
     let ns = TestNamespace::new("webhook-rotate").await;
     let name = format!("e2e-webhook-{}", ns.name);
-    let runtime = runtime(&name).await;
+    let runtime = runtime(name.clone().leak()).await;
     // A CA that lives 8 s and is replaced every 4 s: several rotations in one test.
     let options = Options {
         rotation: Rotation {

@@ -14,7 +14,6 @@ pub mod status;
 pub mod update;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -22,8 +21,6 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
-use kruise_inplace::PodWrites;
-use kruise_lifecycle::Transition;
 use kruise_workload::revision::same_revision;
 
 /// Feature gates and flags that change the plan.
@@ -167,88 +164,7 @@ pub fn pod_name(pod: &Pod) -> &str {
     pod.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// One thing to do to the cluster.
-#[derive(Clone, Debug)]
-pub enum Action<'a> {
-    /// Create a Pod (from the named revision) and the PVCs it needs that do not exist.
-    Create {
-        pod: Box<Pod>,
-        pvcs: Vec<PersistentVolumeClaim>,
-        revision: String,
-    },
-    /// Delete a Pod and the PVCs sharing its instance id.
-    Delete {
-        pod: &'a Pod,
-        pvcs: Vec<&'a PersistentVolumeClaim>,
-    },
-    /// Move a Pod to another lifecycle state.
-    Lifecycle {
-        pod: &'a Pod,
-        transition: Transition,
-    },
-    /// Mark a Pod `apps.kruise.io/specified-delete: "true"` to recreate it at `revision`.
-    MarkRecreate { pod: &'a Pod, revision: String },
-    /// Start an in-place update to `revision`.
-    UpdateInPlace {
-        pod: &'a Pod,
-        writes: PodWrites,
-        revision: String,
-    },
-    /// Continue an in-place update or fix a condition/label.
-    Refresh { pod: &'a Pod, writes: PodWrites },
-}
-
-impl Action<'_> {
-    /// A short name of what the action does, for logs.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Action::Create { .. } => "create",
-            Action::Delete { .. } => "delete",
-            Action::Lifecycle { .. } => "lifecycle",
-            Action::MarkRecreate { .. } => "recreate",
-            Action::UpdateInPlace { .. } => "inplace",
-            Action::Refresh { .. } => "refresh",
-        }
-    }
-
-    pub fn pod_name(&self) -> String {
-        match self {
-            Action::Create { pod, .. } => pod_name(pod).to_string(),
-            Action::Delete { pod, .. }
-            | Action::Lifecycle { pod, .. }
-            | Action::MarkRecreate { pod, .. }
-            | Action::UpdateInPlace { pod, .. }
-            | Action::Refresh { pod, .. } => pod_name(pod).to_string(),
-        }
-    }
-}
-
-/// A Warning event to emit on the CloneSet.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Warning {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// What one reconcile round does.
-#[derive(Clone, Debug, Default)]
-pub struct Plan<'a> {
-    pub actions: Vec<Action<'a>>,
-    pub warnings: Vec<Warning>,
-    /// Problems that stop a phase (shown as FailedScale/FailedUpdate conditions).
-    pub errors: Vec<String>,
-    pub requeue_after: Option<Duration>,
-}
-
-impl Plan<'_> {
-    pub fn changes_something(&self) -> bool {
-        !self.actions.is_empty()
-    }
-
-    pub fn requeue(&mut self, after: Duration) {
-        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
-    }
-}
+pub use kruise_workload::action::{Action, Plan, Warning};
 
 /// Labels of a template as a map (empty when missing).
 pub fn template_labels(cs: &CloneSet) -> BTreeMap<String, String> {

@@ -216,7 +216,10 @@ mod tests {
     use kruise_api::appspub::{Lifecycle, LifecycleHook};
 
     fn names(plan: &Plan) -> Vec<String> {
-        plan.actions.iter().map(Action::pod_name).collect()
+        plan.actions
+            .iter()
+            .map(|a| a.object_name().to_string())
+            .collect()
     }
 
     fn kinds(plan: &Plan) -> Vec<&'static str> {

@@ -99,3 +99,6 @@ pub const EVENT_FAILED_UPDATE: &str = "FailedUpdate";
 /// Workload event reasons of in-place updates (Advanced StatefulSet, Advanced DaemonSet).
 pub const EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
 pub const EVENT_FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
+/// CloneSet's ReCreate update: the Pod is marked specified-delete.
+pub const EVENT_SUCCESSFUL_UPDATE_POD_RECREATE: &str = "SuccessfulUpdatePodReCreate";
+pub const EVENT_FAILED_UPDATE_POD_RECREATE: &str = "FailedUpdatePodReCreate";

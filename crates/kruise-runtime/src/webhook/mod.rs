@@ -39,6 +39,8 @@
 //! - **Readiness**: the check "webhook tls" is pending until the TLS listener serves.
 
 mod certs;
+pub mod config;
+pub mod field;
 mod generated;
 mod register;
 mod review;
@@ -70,6 +72,7 @@ use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 pub use certs::Rotation;
+pub use field::{FieldError, aggregate, deny_forbidden, deny_invalid};
 /// The json-patch crate `AdmissionResponse::with_patch` takes (same version as kube's).
 pub use json_patch;
 pub use register::NAMESPACE_NAME_LABEL;
@@ -481,6 +484,45 @@ impl WebhookServer {
     pub fn client_config(&self, path: &str) -> Result<WebhookClientConfig, Error> {
         let bundle = self.ca_pem();
         self.shared.endpoint.client_config(path, bundle.as_deref())
+    }
+
+    /// Whether `KRUISE_WEBHOOK_URL` or `KRUISE_WEBHOOK_SERVICE` tells how the apiserver
+    /// reaches this server (without either it serves, but cannot register).
+    pub fn can_register(&self) -> bool {
+        !matches!(self.shared.endpoint, register::Endpoint::Unset)
+    }
+
+    /// [`WebhookServer::register`] when the server can be registered; otherwise says so
+    /// in the log and returns `false`.
+    pub async fn register_if_configured(
+        &self,
+        validating: Vec<ValidatingWebhookConfiguration>,
+        mutating: Vec<MutatingWebhookConfiguration>,
+    ) -> Result<bool, Error> {
+        if !self.can_register() {
+            tracing::warn!(
+                "KRUISE_WEBHOOK_URL and KRUISE_WEBHOOK_SERVICE unset: webhook configurations not registered"
+            );
+            return Ok(false);
+        }
+        self.register(validating, mutating).await?;
+        Ok(true)
+    }
+
+    /// Deletes every configuration this server registered. A namespace-scoped instance
+    /// (tests, namespaced installs) cleans up after itself this way; a cluster-wide one
+    /// leaves its configurations for the next replica.
+    pub async fn unregister(&self) {
+        let registered = std::mem::take(&mut *lock(&self.shared.registered));
+        let dp = kube::api::DeleteParams::default();
+        let v: Api<ValidatingWebhookConfiguration> = Api::all(self.shared.client.clone());
+        for name in registered.validating.keys() {
+            let _ = v.delete(name, &dp).await;
+        }
+        let m: Api<MutatingWebhookConfiguration> = Api::all(self.shared.client.clone());
+        for name in registered.mutating.keys() {
+            let _ = m.delete(name, &dp).await;
+        }
     }
 
     /// Server-side applies the configurations. Each webhook names its route path in

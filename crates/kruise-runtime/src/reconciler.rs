@@ -1,0 +1,293 @@
+//! What every controller's reconcile loop shares, so a controller crate holds only its
+//! domain logic:
+//!
+//! - [`Reconciler::run`]: one `tracing` span per reconcile (`kind`, `object`, a
+//!   reconcile `id`; JSON logs carry them), `kruise_reconcile_total` /
+//!   `kruise_reconcile_duration_seconds` by result, queue depth, and the per-object
+//!   backoff reset on success;
+//! - [`Reconciler::error_policy`]: transient errors requeue with per-object exponential
+//!   backoff; a namespace being deleted is not retried;
+//! - [`Reconciler::controller`] and [`Reconciler::owner_of`]: the kube-runtime
+//!   `Controller` over a shared [`Cache`], triggered by the primary kind and by the
+//!   objects it controls (ownerReference `controller: true` of the primary's kind);
+//! - [`apply_status`]: the status subresource written by server-side apply, one field
+//!   manager per controller.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::Instrument;
+
+use crate::cache::{Cache, key};
+use crate::instruments::{Backoff, Instruments};
+use crate::metrics::Metrics;
+
+/// What the shared loop needs to know of a controller's error type (one enum per crate).
+pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
+    /// A short, bounded label for the `result` of `kruise_reconcile_total`.
+    fn metric_label(&self) -> &'static str;
+    /// The API error underneath, if any (to recognise a terminating namespace).
+    fn kube_error(&self) -> Option<&kube::Error> {
+        None
+    }
+}
+
+/// Labels for the API errors every controller meets.
+pub fn kube_error_label(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => "conflict",
+        kube::Error::Api(s) if s.code == 404 => "not_found",
+        _ => "kube",
+    }
+}
+
+/// One controller's reconcile bookkeeping. Cheap to clone.
+#[derive(Clone)]
+pub struct Reconciler {
+    kind: &'static str,
+    instruments: Instruments,
+    backoff: Backoff,
+    ids: Arc<AtomicU64>,
+}
+
+impl Reconciler {
+    /// `controller` labels the metrics (`cloneset-controller`), `kind` the log spans.
+    pub fn new(metrics: Metrics, controller: &str, kind: &'static str) -> Self {
+        Reconciler {
+            kind,
+            instruments: Instruments::new(metrics, controller),
+            backoff: Backoff::default(),
+            ids: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub fn instruments(&self) -> &Instruments {
+        &self.instruments
+    }
+
+    /// Runs one reconcile of `obj` inside its span, with metrics and backoff.
+    pub async fn run<K, E, Fut>(&self, obj: &K, reconcile: Fut) -> Result<Action, E>
+    where
+        K: Resource,
+        E: ReconcileError,
+        Fut: Future<Output = Result<Action, E>>,
+    {
+        let object = key(obj);
+        self.instruments.started(&object);
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!("reconcile", kind = self.kind, object = %object, id);
+        let started = Instant::now();
+        let result = reconcile.instrument(span).await;
+        let label = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.metric_label(),
+        };
+        self.instruments.finished(label, started.elapsed());
+        if result.is_ok() {
+            self.backoff.succeeded(&object);
+        }
+        result
+    }
+
+    /// When to try again after `err`.
+    pub fn error_policy<K: Resource, E: ReconcileError>(&self, obj: &K, err: &E) -> Action {
+        let object = key(obj);
+        if let Some(kube::Error::Api(s)) = err.kube_error()
+            && s.code == 403
+            && s.message.contains("because it is being terminated")
+        {
+            // Its namespace is going away and the object with it: nothing to retry.
+            tracing::debug!(kind = self.kind, object = %object, "namespace terminating");
+            return Action::await_change();
+        }
+        let wait = self.backoff.failed(&object);
+        tracing::warn!(kind = self.kind, object = %object, error = %err, retry_in = ?wait, "reconcile failed");
+        Action::requeue(wait)
+    }
+
+    /// A `Controller` over the shared cache of the primary kind: every change of a
+    /// primary object triggers it (and counts in the queue depth). Add the owned kinds
+    /// with `.watches_shared_stream(cache.subscribe(), reconciler.owner_of())`.
+    pub fn controller<K>(&self, primary: &Cache<K>, workers: u16) -> Controller<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let instruments = self.instruments.clone();
+        let changes = primary
+            .subscribe()
+            .inspect(move |obj| instruments.triggered(key(obj.as_ref())));
+        let config = ControllerConfig::default()
+            .concurrency(workers)
+            .debounce(Duration::from_millis(50));
+        Controller::for_shared_stream(changes, primary.store().clone()).with_config(config)
+    }
+
+    /// Maps an owned object to its controller of kind `K` (and counts the trigger).
+    pub fn owner_of<K, C>(&self) -> impl Fn(Arc<C>) -> Option<ObjectRef<K>> + Send + Sync + 'static
+    where
+        K: Resource<DynamicType = ()>,
+        C: Resource,
+    {
+        let instruments = self.instruments.clone();
+        move |obj: Arc<C>| {
+            let owner = controller_ref::<K>(obj.meta())?;
+            instruments.triggered(match &owner.namespace {
+                Some(ns) => format!("{ns}/{}", owner.name),
+                None => owner.name.clone(),
+            });
+            Some(owner)
+        }
+    }
+}
+
+/// The controller ownerReference of kind `K` on `meta`, as a reference to the owner
+/// (in the object's namespace).
+pub fn controller_ref<K: Resource<DynamicType = ()>>(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<ObjectRef<K>> {
+    let kind = K::kind(&());
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == kind)?;
+    let r = ObjectRef::<K>::new(&owner.name);
+    Some(match &meta.namespace {
+        Some(ns) => r.within(ns),
+        None => r,
+    })
+}
+
+/// Writes `status` of `obj` through `api` (its namespace's, or the cluster's) with
+/// server-side apply as `field_manager` (forced: the status belongs to its controller).
+pub async fn apply_status<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    status: &S,
+    field_manager: &str,
+) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(field_manager).force(),
+        &Patch::Apply(patch),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("boom")]
+    struct Boom(Option<kube::Error>);
+
+    impl ReconcileError for Boom {
+        fn metric_label(&self) -> &'static str {
+            "boom"
+        }
+        fn kube_error(&self) -> Option<&kube::Error> {
+            self.0.as_ref()
+        }
+    }
+
+    fn pod(owners: Vec<OwnerReference>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                owner_references: Some(owners),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn owner(kind: &str, name: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            kind: kind.into(),
+            name: name.into(),
+            controller: Some(controller),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_controller_owner_of_the_primary_kind_is_found() {
+        let p = pod(vec![
+            owner("Deployment", "d", false),
+            owner("ReplicaSet", "rs", true),
+        ]);
+        let r = controller_ref::<ReplicaSet>(&p.metadata).expect("owner");
+        assert_eq!(
+            (r.name.as_str(), r.namespace.as_deref()),
+            ("rs", Some("ns"))
+        );
+        let not_controller = pod(vec![owner("ReplicaSet", "rs", false)]);
+        assert!(controller_ref::<ReplicaSet>(&not_controller.metadata).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_counts_by_result_and_a_failure_backs_off() {
+        let metrics = Metrics::new();
+        let r = Reconciler::new(metrics.clone(), "c", "ReplicaSet");
+        let p = pod(vec![]);
+        let ok: Result<Action, Boom> = r.run(&p, async { Ok(Action::await_change()) }).await;
+        assert!(ok.is_ok());
+        let failed: Result<Action, Boom> = r.run(&p, async { Err(Boom(None)) }).await;
+        let err = failed.expect_err("fails");
+        assert_eq!(metrics.reconciles.with_label_values(&["c", "ok"]).get(), 1);
+        assert_eq!(
+            metrics.reconciles.with_label_values(&["c", "boom"]).get(),
+            1
+        );
+        assert_eq!(
+            r.error_policy(&p, &err),
+            Action::requeue(Duration::from_millis(100))
+        );
+        assert_eq!(
+            r.error_policy(&p, &err),
+            Action::requeue(Duration::from_millis(200))
+        );
+    }
+
+    #[test]
+    fn a_terminating_namespace_is_not_retried() {
+        let r = Reconciler::new(Metrics::new(), "c", "ReplicaSet");
+        let status = kube::core::Status::failure(
+            "pods \"x\" is forbidden: unable to create new content in namespace ns because it is being terminated",
+            "Forbidden",
+        )
+        .with_code(403);
+        let err = Boom(Some(kube::Error::Api(Box::new(status))));
+        assert_eq!(r.error_policy(&pod(vec![]), &err), Action::await_change());
+    }
+}

@@ -1,0 +1,276 @@
+//! Building webhook configurations the same way for every controller: named
+//! `<base>-validating` / `<base>-mutating`, and for a namespace-scoped instance (tests,
+//! namespaced installs) suffixed with the namespace, labelled
+//! `apps.kruise.io/webhook-scope=<ns>` (so whoever removes the namespace can find them)
+//! and limited to that namespace. Unset fields get the house defaults: `failurePolicy:
+//! Fail`, `sideEffects: None`, `admissionReviewVersions: [v1]`, a 10 s timeout. The
+//! clientConfig names the route path; [`WebhookServer::register`](super::WebhookServer::register)
+//! fills in the URL or Service and the caBundle.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::register::NAMESPACE_NAME_LABEL;
+
+/// Label on the configurations of a namespace-scoped instance.
+pub const WEBHOOK_SCOPE_LABEL: &str = "apps.kruise.io/webhook-scope";
+
+/// A rule on `resources` of `group` (`""` = core) in `versions`, for `operations`;
+/// `scope` is `Namespaced` or `Cluster`.
+pub fn rule(
+    group: &str,
+    versions: &[&str],
+    resources: &[&str],
+    operations: &[&str],
+    scope: &str,
+) -> RuleWithOperations {
+    let strings = |xs: &[&str]| Some(xs.iter().map(|s| s.to_string()).collect());
+    RuleWithOperations {
+        api_groups: Some(vec![group.to_string()]),
+        api_versions: strings(versions),
+        resources: strings(resources),
+        operations: strings(operations),
+        scope: Some(scope.to_string()),
+    }
+}
+
+/// The clientConfig naming a route path of this binary's webhook server.
+pub fn route(path: &str) -> WebhookClientConfig {
+    WebhookClientConfig {
+        url: Some(path.to_string()),
+        ..Default::default()
+    }
+}
+
+/// A validating webhook `name` calling `path` for `rules`, with the house defaults.
+pub fn validating_webhook(
+    name: &str,
+    path: &str,
+    rules: Vec<RuleWithOperations>,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: name.to_string(),
+        client_config: route(path),
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+/// A mutating webhook `name` calling `path` for `rules`, with the house defaults.
+pub fn mutating_webhook(name: &str, path: &str, rules: Vec<RuleWithOperations>) -> MutatingWebhook {
+    MutatingWebhook {
+        name: name.to_string(),
+        client_config: route(path),
+        rules: Some(rules),
+        ..Default::default()
+    }
+}
+
+/// `<base>-validating[-<ns>]` holding `webhooks`, scoped to `watch_namespace` if set.
+pub fn validating_configuration(
+    base: &str,
+    watch_namespace: Option<&str>,
+    webhooks: Vec<ValidatingWebhook>,
+) -> ValidatingWebhookConfiguration {
+    let webhooks = webhooks
+        .into_iter()
+        .map(|mut w| {
+            let defaults = Defaults::of(watch_namespace, w.rules.as_deref());
+            defaults.fill(
+                &mut w.failure_policy,
+                &mut w.side_effects,
+                &mut w.admission_review_versions,
+                &mut w.timeout_seconds,
+                &mut w.namespace_selector,
+            );
+            w
+        })
+        .collect();
+    ValidatingWebhookConfiguration {
+        metadata: metadata(base, "validating", watch_namespace),
+        webhooks: Some(webhooks),
+    }
+}
+
+/// `<base>-mutating[-<ns>]` holding `webhooks`, scoped to `watch_namespace` if set.
+pub fn mutating_configuration(
+    base: &str,
+    watch_namespace: Option<&str>,
+    webhooks: Vec<MutatingWebhook>,
+) -> MutatingWebhookConfiguration {
+    let webhooks = webhooks
+        .into_iter()
+        .map(|mut w| {
+            let defaults = Defaults::of(watch_namespace, w.rules.as_deref());
+            defaults.fill(
+                &mut w.failure_policy,
+                &mut w.side_effects,
+                &mut w.admission_review_versions,
+                &mut w.timeout_seconds,
+                &mut w.namespace_selector,
+            );
+            w
+        })
+        .collect();
+    MutatingWebhookConfiguration {
+        metadata: metadata(base, "mutating", watch_namespace),
+        webhooks: Some(webhooks),
+    }
+}
+
+fn metadata(base: &str, kind: &str, watch_namespace: Option<&str>) -> ObjectMeta {
+    let suffix = watch_namespace
+        .map(|ns| format!("-{ns}"))
+        .unwrap_or_default();
+    ObjectMeta {
+        name: Some(format!("{base}-{kind}{suffix}")),
+        labels: watch_namespace
+            .map(|ns| BTreeMap::from([(WEBHOOK_SCOPE_LABEL.to_string(), ns.to_string())])),
+        ..Default::default()
+    }
+}
+
+struct Defaults {
+    namespace_selector: Option<LabelSelector>,
+}
+
+impl Defaults {
+    fn of(watch_namespace: Option<&str>, rules: Option<&[RuleWithOperations]>) -> Self {
+        // A namespaceSelector only means something for namespaced resources.
+        let namespaced = rules
+            .into_iter()
+            .flatten()
+            .any(|r| r.scope.as_deref() != Some("Cluster"));
+        Defaults {
+            namespace_selector: watch_namespace
+                .filter(|_| namespaced)
+                .map(|ns| LabelSelector {
+                    match_labels: Some(BTreeMap::from([(
+                        NAMESPACE_NAME_LABEL.to_string(),
+                        ns.to_string(),
+                    )])),
+                    ..Default::default()
+                }),
+        }
+    }
+
+    fn fill(
+        self,
+        failure_policy: &mut Option<String>,
+        side_effects: &mut String,
+        review_versions: &mut Vec<String>,
+        timeout: &mut Option<i32>,
+        namespace_selector: &mut Option<LabelSelector>,
+    ) {
+        failure_policy.get_or_insert_with(|| "Fail".into());
+        if side_effects.is_empty() {
+            *side_effects = "None".into();
+        }
+        if review_versions.is_empty() {
+            review_versions.push("v1".into());
+        }
+        timeout.get_or_insert(10);
+        if namespace_selector.is_none() {
+            *namespace_selector = self.namespace_selector;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scoped_configuration_is_named_labelled_and_limited_to_its_namespace() {
+        let v = validating_configuration(
+            "kruise-cloneset",
+            Some("t1"),
+            vec![validating_webhook(
+                "vcloneset.kb.io",
+                "/validate",
+                vec![rule(
+                    "apps.kruise.io",
+                    &["v1alpha1"],
+                    &["clonesets"],
+                    &["CREATE"],
+                    "Namespaced",
+                )],
+            )],
+        );
+        assert_eq!(
+            v.metadata.name.as_deref(),
+            Some("kruise-cloneset-validating-t1")
+        );
+        assert_eq!(
+            v.metadata
+                .labels
+                .unwrap()
+                .get(WEBHOOK_SCOPE_LABEL)
+                .map(String::as_str),
+            Some("t1")
+        );
+        let w = &v.webhooks.unwrap()[0];
+        assert_eq!(w.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(w.side_effects, "None");
+        assert_eq!(w.admission_review_versions, vec!["v1".to_string()]);
+        assert_eq!(w.timeout_seconds, Some(10));
+        let selector = w
+            .namespace_selector
+            .as_ref()
+            .unwrap()
+            .match_labels
+            .as_ref()
+            .unwrap();
+        assert_eq!(
+            selector.get(NAMESPACE_NAME_LABEL).map(String::as_str),
+            Some("t1")
+        );
+    }
+
+    #[test]
+    fn a_cluster_wide_configuration_keeps_what_the_webhook_set() {
+        let mut hook = mutating_webhook(
+            "msidecarset.kruise.io",
+            "/mutate",
+            vec![rule(
+                "apps.kruise.io",
+                &["v1alpha1"],
+                &["sidecarsets"],
+                &["CREATE"],
+                "Cluster",
+            )],
+        );
+        hook.timeout_seconds = Some(5);
+        let m = mutating_configuration("kruise-sidecarset", None, vec![hook]);
+        assert_eq!(
+            m.metadata.name.as_deref(),
+            Some("kruise-sidecarset-mutating")
+        );
+        assert!(m.metadata.labels.is_none());
+        let w = &m.webhooks.unwrap()[0];
+        assert_eq!(w.timeout_seconds, Some(5));
+        assert!(w.namespace_selector.is_none());
+        // Cluster-scoped rules never get a namespaceSelector, even when scoped.
+        let scoped = mutating_configuration(
+            "kruise-sidecarset",
+            Some("t1"),
+            vec![mutating_webhook(
+                "m",
+                "/mutate",
+                vec![rule(
+                    "apps.kruise.io",
+                    &["v1alpha1"],
+                    &["sidecarsets"],
+                    &["CREATE"],
+                    "Cluster",
+                )],
+            )],
+        );
+        assert!(scoped.webhooks.unwrap()[0].namespace_selector.is_none());
+    }
+}

@@ -1,0 +1,126 @@
+//! What a workload controller's pure `plan()` decides: typed actions on Pods and PVCs,
+//! carried out by [`crate::execute`]. CloneSet, Advanced StatefulSet and Advanced
+//! DaemonSet all plan in these terms, so one executor serves them all.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_inplace::PodWrites;
+use kruise_lifecycle::Transition;
+
+/// One thing to do to the cluster.
+#[derive(Clone, Debug)]
+pub enum Action<'a> {
+    /// Create a Pod (from the named revision) after the PVCs it needs that do not exist.
+    Create {
+        pod: Box<Pod>,
+        pvcs: Vec<PersistentVolumeClaim>,
+        revision: String,
+    },
+    /// Delete a Pod (UID precondition) and then these PVCs.
+    Delete {
+        pod: &'a Pod,
+        pvcs: Vec<&'a PersistentVolumeClaim>,
+    },
+    /// Move a Pod to another lifecycle state.
+    Lifecycle {
+        pod: &'a Pod,
+        transition: Transition,
+    },
+    /// Mark a Pod `apps.kruise.io/specified-delete: "true"` so it is recreated at
+    /// `revision` (CloneSet's ReCreate update).
+    MarkRecreate { pod: &'a Pod, revision: String },
+    /// Start an in-place update to `revision`.
+    UpdateInPlace {
+        pod: &'a Pod,
+        writes: PodWrites,
+        revision: String,
+    },
+    /// Continue an in-place update or fix a condition/label.
+    Refresh { pod: &'a Pod, writes: PodWrites },
+    /// Release a Pod whose labels stopped matching the selector: remove the owner's
+    /// ownerReference (orphans are never adopted back).
+    Release { pod: &'a Pod },
+    /// Create a PVC that the Pod named `pod` needs and that is missing (an existing one
+    /// is reused).
+    CreatePvc {
+        pvc: Box<PersistentVolumeClaim>,
+        pod: String,
+    },
+    /// Merge-patch a PVC (its ownerReferences, for a retention policy).
+    PatchPvc {
+        pvc: &'a PersistentVolumeClaim,
+        patch: serde_json::Value,
+    },
+}
+
+impl Action<'_> {
+    /// A short name of what the action does, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Create { .. } => "create",
+            Action::Delete { .. } => "delete",
+            Action::Lifecycle { .. } => "lifecycle",
+            Action::MarkRecreate { .. } => "recreate",
+            Action::UpdateInPlace { .. } => "inplace",
+            Action::Refresh { .. } => "refresh",
+            Action::Release { .. } => "release",
+            Action::CreatePvc { .. } => "create-pvc",
+            Action::PatchPvc { .. } => "patch-pvc",
+        }
+    }
+
+    /// The Pod (or PVC) the action is about.
+    pub fn object_name(&self) -> &str {
+        fn name(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
+            m.name.as_deref().unwrap_or_default()
+        }
+        match self {
+            Action::Create { pod, .. } => name(&pod.metadata),
+            Action::Delete { pod, .. }
+            | Action::Lifecycle { pod, .. }
+            | Action::MarkRecreate { pod, .. }
+            | Action::UpdateInPlace { pod, .. }
+            | Action::Refresh { pod, .. }
+            | Action::Release { pod } => name(&pod.metadata),
+            Action::CreatePvc { pvc, .. } => name(&pvc.metadata),
+            Action::PatchPvc { pvc, .. } => name(&pvc.metadata),
+        }
+    }
+}
+
+/// A Warning event to emit on the workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What one reconcile round does.
+#[derive(Clone, Debug, Default)]
+pub struct Plan<'a> {
+    pub actions: Vec<Action<'a>>,
+    pub warnings: Vec<Warning>,
+    /// Problems that stop a phase (shown as the workload's failure conditions).
+    pub errors: Vec<String>,
+    pub requeue_after: Option<Duration>,
+}
+
+impl Plan<'_> {
+    pub fn changes_something(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    /// Look again after `after` at the latest (the earliest of all requests wins).
+    pub fn requeue(&mut self, after: Duration) {
+        self.requeue_after = Some(self.requeue_after.map_or(after, |d| d.min(after)));
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub fn min_duration(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

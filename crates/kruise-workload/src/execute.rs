@@ -1,0 +1,311 @@
+//! Carries out a workload controller's [`Plan`](crate::Plan): the only place its Pod and
+//! PVC writes happen. Creations go in slow-start batches; other writes run a bounded
+//! number at a time. Every write is recorded in the owner's expectations, so the next
+//! reconcile waits until the cache has seen it.
+
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use kruise_api::keys;
+use kruise_inplace::PodWrites;
+use kube::ResourceExt;
+use serde_json::json;
+
+use crate::action::Action;
+use crate::control::{PatchKind, PodControl, slow_start};
+use crate::expectations::{Expectations, Expected};
+
+/// How many Pod writes (other than creations) run at once.
+const CONCURRENT_WRITES: usize = 16;
+
+/// The write side a workload controller shares across its reconciles: the Pod/PVC writer
+/// and what it expects the caches to show next.
+pub struct Writer {
+    pub control: PodControl,
+    pub pods: Expectations,
+    pub pvcs: Expectations,
+}
+
+impl Writer {
+    pub fn new(control: PodControl) -> Self {
+        Writer {
+            control,
+            pods: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
+            pvcs: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
+        }
+    }
+
+    /// The owner is gone: nothing it expected matters any more.
+    pub fn forget(&self, owner_uid: &str) {
+        self.pods.forget(owner_uid);
+        self.pvcs.forget(owner_uid);
+    }
+
+    /// Carries out a plan: its warnings as Warning events on the owner, then its
+    /// actions ([`Writer::execute`]).
+    pub async fn carry_out(
+        &self,
+        owner: &ObjectReference,
+        owner_uid: &str,
+        plan: crate::action::Plan<'_>,
+    ) -> Result<(), kube::Error> {
+        for w in &plan.warnings {
+            self.control
+                .events()
+                .warning(owner, w.reason, w.message.clone());
+        }
+        self.execute(owner, owner_uid, plan.actions).await
+    }
+
+    /// Executes every action for the owner (`owner`, `owner_uid`); returns the first
+    /// error, after trying the rest (creations stop at the first failing batch).
+    pub async fn execute(
+        &self,
+        owner: &ObjectReference,
+        owner_uid: &str,
+        actions: Vec<Action<'_>>,
+    ) -> Result<(), kube::Error> {
+        let mut creates: Vec<(Pod, Vec<PersistentVolumeClaim>)> = Vec::new();
+        let mut others = Vec::new();
+        for action in actions {
+            tracing::debug!(action = action.kind(), object = %action.object_name(), "planned");
+            match action {
+                Action::Create { pod, pvcs, .. } => creates.push((*pod, pvcs)),
+                other => others.push(other),
+            }
+        }
+        let mut first_error: Option<kube::Error> = None;
+        if !creates.is_empty() {
+            let (_, errors) = slow_start(creates, |(pod, pvcs)| {
+                self.create(owner, owner_uid, pod, pvcs)
+            })
+            .await;
+            first_error = errors.into_iter().next();
+        }
+        let mut others = others.into_iter();
+        loop {
+            let batch: Vec<_> = others
+                .by_ref()
+                .take(CONCURRENT_WRITES)
+                .map(|a| self.run(owner, owner_uid, a))
+                .collect();
+            if batch.is_empty() {
+                break;
+            }
+            for result in futures::future::join_all(batch).await {
+                if let Err(e) = result {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn create(
+        &self,
+        owner: &ObjectReference,
+        uid: &str,
+        pod: Pod,
+        pvcs: Vec<PersistentVolumeClaim>,
+    ) -> Result<(), kube::Error> {
+        let name = pod.name_any();
+        for pvc in &pvcs {
+            self.create_pvc(owner, uid, &name, pvc).await?;
+        }
+        let created = self.control.create_pod(owner, &pod).await?;
+        // Recorded with its resourceVersion: if someone deletes the Pod before the cache
+        // shows it, the cache moving past that version still releases the owner.
+        self.pods.expect(
+            uid,
+            Expected::CreatedAt {
+                name,
+                resource_version: created.resource_version().unwrap_or_default(),
+            },
+            jiff::Timestamp::now(),
+        );
+        Ok(())
+    }
+
+    async fn create_pvc(
+        &self,
+        owner: &ObjectReference,
+        uid: &str,
+        pod: &str,
+        pvc: &PersistentVolumeClaim,
+    ) -> Result<(), kube::Error> {
+        let expected = Expected::Created(pvc.name_any());
+        self.pvcs
+            .expect(uid, expected.clone(), jiff::Timestamp::now());
+        let result = self.control.create_pvc(owner, pod, pvc).await;
+        if result.is_err() {
+            self.pvcs.forget_one(uid, &expected);
+        }
+        result
+    }
+
+    async fn run(
+        &self,
+        owner: &ObjectReference,
+        uid: &str,
+        action: Action<'_>,
+    ) -> Result<(), kube::Error> {
+        let now = jiff::Timestamp::now();
+        match action {
+            Action::Create { .. } => Ok(()),
+            Action::Delete { pod, pvcs } => {
+                let expected = Expected::Deleted(pod.name_any());
+                self.pods.expect(uid, expected.clone(), now);
+                if let Err(e) = self.control.delete_pod(owner, pod).await {
+                    self.pods.forget_one(uid, &expected);
+                    return Err(e);
+                }
+                for pvc in pvcs {
+                    self.pvcs
+                        .expect(uid, Expected::Deleted(pvc.name_any()), now);
+                    self.control.delete_pvc(owner, pvc).await?;
+                }
+                Ok(())
+            }
+            Action::Lifecycle { pod, transition } => {
+                let writes = PodWrites {
+                    status_patch: transition.status_patch.clone(),
+                    pod_patch: transition
+                        .changes_metadata()
+                        .then(|| transition.metadata_patch.clone()),
+                    requeue_after: None,
+                };
+                self.write_pod(uid, pod, &writes, PatchKind::Merge).await
+            }
+            Action::MarkRecreate { pod, revision } => {
+                let writes = PodWrites {
+                    pod_patch: Some(
+                        json!({"metadata": {"labels": {keys::SPECIFIED_DELETE: "true"}}}),
+                    ),
+                    ..Default::default()
+                };
+                let result = self.write_pod(uid, pod, &writes, PatchKind::Merge).await;
+                let events = self.control.events();
+                match &result {
+                    Ok(()) => events.normal(
+                        owner,
+                        keys::EVENT_SUCCESSFUL_UPDATE_POD_RECREATE,
+                        format!(
+                            "successfully patch pod {} specified-delete for update(revision {revision})",
+                            pod.name_any()
+                        ),
+                    ),
+                    Err(e) => events.warning(
+                        owner,
+                        keys::EVENT_FAILED_UPDATE_POD_RECREATE,
+                        format!(
+                            "failed to patch pod specified-delete {} for update(revision {revision}): {e}",
+                            pod.name_any()
+                        ),
+                    ),
+                }
+                result
+            }
+            Action::UpdateInPlace {
+                pod,
+                writes,
+                revision,
+            } => {
+                let result = self
+                    .write_pod(uid, pod, &writes, PatchKind::Strategic)
+                    .await;
+                let events = self.control.events();
+                match &result {
+                    Ok(()) => {
+                        self.control.count("updated_in_place");
+                        events.normal(
+                            owner,
+                            keys::EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                            format!(
+                                "successfully update pod {} in-place(revision {revision})",
+                                pod.name_any()
+                            ),
+                        );
+                    }
+                    Err(e) => events.warning(
+                        owner,
+                        keys::EVENT_FAILED_UPDATE_POD_IN_PLACE,
+                        format!(
+                            "failed to update pod {} in-place(revision {revision}): {e}",
+                            pod.name_any()
+                        ),
+                    ),
+                }
+                result
+            }
+            Action::Refresh { pod, writes } => {
+                self.write_pod(uid, pod, &writes, PatchKind::Strategic)
+                    .await
+            }
+            Action::Release { pod } => {
+                let owners: Vec<_> = pod
+                    .owner_references()
+                    .iter()
+                    .filter(|o| o.uid != uid)
+                    .cloned()
+                    .collect();
+                let patch = json!({"metadata": {
+                    "resourceVersion": pod.resource_version(),
+                    "ownerReferences": owners,
+                }});
+                self.control.patch_pod(pod, &patch, PatchKind::Merge).await?;
+                Ok(())
+            }
+            Action::CreatePvc { pvc, pod } => self.create_pvc(owner, uid, &pod, &pvc).await,
+            Action::PatchPvc { pvc, patch } => {
+                if let Some(rv) = self.control.patch_pvc(owner, pvc, &patch).await? {
+                    self.pvcs.expect(
+                        uid,
+                        Expected::Updated {
+                            name: pvc.name_any(),
+                            resource_version: rv,
+                        },
+                        now,
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Status patch first (a Pod is marked not-ready before it changes), then the Pod
+    /// patch; the resourceVersion written is recorded so the next round waits to see it.
+    async fn write_pod(
+        &self,
+        uid: &str,
+        pod: &Pod,
+        writes: &PodWrites,
+        kind: PatchKind,
+    ) -> Result<(), kube::Error> {
+        let mut last_rv = None;
+        if let Some(status) = &writes.status_patch {
+            last_rv = self.control.patch_pod_status(pod, status).await?;
+        }
+        if let Some(patch) = &writes.pod_patch {
+            let mut patch = patch.clone();
+            // The patch is guarded by the resourceVersion we planned against; our own
+            // status write just moved it, so carry the new one forward.
+            if let (Some(rv), Some(meta)) = (
+                &last_rv,
+                patch.get_mut("metadata").and_then(|m| m.as_object_mut()),
+            ) && meta.contains_key("resourceVersion")
+            {
+                meta.insert("resourceVersion".into(), json!(rv));
+            }
+            last_rv = self.control.patch_pod(pod, &patch, kind).await?.or(last_rv);
+        }
+        if let Some(rv) = last_rv {
+            self.pods.expect(
+                uid,
+                Expected::Updated {
+                    name: pod.name_any(),
+                    resource_version: rv,
+                },
+                jiff::Timestamp::now(),
+            );
+        }
+        Ok(())
+    }
+}
