@@ -18,65 +18,10 @@ use serde_json::Value;
 use crate::inject::{self, Revisions};
 use crate::matching::{self, NamespaceLabels};
 
-/// One field error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    pub path: String,
-    pub kind: &'static str,
-    pub detail: String,
-}
-
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}: {}", self.path, self.kind, self.detail)
-    }
-}
-
-fn invalid(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: "Invalid value",
-        detail: detail.into(),
-    }
-}
-
-fn required(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: "Required value",
-        detail: detail.into(),
-    }
-}
-
-fn forbidden(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: "Forbidden",
-        detail: detail.into(),
-    }
-}
-
-fn unsupported(path: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        path: path.into(),
-        kind: "Unsupported value",
-        detail: detail.into(),
-    }
-}
-
-/// The aggregate message: one error as is, several as `[a, b]`.
-pub fn aggregate(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
+pub use kruise_runtime::webhook::field::{FieldError, aggregate};
+use kruise_runtime::webhook::field::{
+    forbidden, invalid_detail as invalid, not_supported_detail as unsupported, required,
+};
 
 /// `kruise-configuration`'s `SidecarSet_PatchPodMetadata_WhiteList`.
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -15,23 +15,20 @@
 //! SidecarSet can select. With sidecarset-ctl down, only Pods that would have been
 //! injected are refused.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kruise_api::apps_v1alpha1::SidecarSet;
 use kruise_api::keys;
 use kruise_runtime::WebhookServer;
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, HandlerError, NAMESPACE_NAME_LABEL, Operation, Route,
-    dynamic, json_patch,
+    AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, dynamic, json_patch,
 };
 use kube::Api;
 use kube::core::DynamicObject;
@@ -256,10 +253,7 @@ async fn validate_sidecarset(
 ) -> Result<AdmissionResponse, HandlerError> {
     let response = AdmissionResponse::from(&req);
     let deny = |errors: &[validation::FieldError]| {
-        let mut denied = AdmissionResponse::from(&req).deny(validation::aggregate(errors));
-        denied.result.code = 422;
-        denied.result.reason = "Invalid".into();
-        denied
+        kruise_runtime::webhook::deny_invalid(AdmissionResponse::from(&req), errors)
     };
     let Some(object) = &req.object else {
         return Ok(response);
@@ -272,11 +266,10 @@ async fn validate_sidecarset(
     let ss: SidecarSet = match serde_json::from_value(raw) {
         Ok(ss) => ss,
         Err(e) => {
-            return Ok(deny(&[validation::FieldError {
-                path: "spec".into(),
-                kind: "Invalid value",
-                detail: format!("cannot decode SidecarSet: {e}"),
-            }]));
+            return Ok(deny(&[kruise_runtime::webhook::field::invalid_detail(
+                "spec",
+                format!("cannot decode SidecarSet: {e}"),
+            )]));
         }
     };
     let old: Option<SidecarSet> = match (&req.operation, &req.old_object) {
@@ -334,18 +327,10 @@ pub fn configurations(
     watch_namespace: Option<&str>,
     pod_condition: Option<MatchCondition>,
 ) -> (ValidatingWebhookConfiguration, MutatingWebhookConfiguration) {
-    let suffix = watch_namespace
-        .map(|ns| format!("-{ns}"))
-        .unwrap_or_default();
-    let labels = watch_namespace
-        .map(|ns| BTreeMap::from([(keys::WEBHOOK_SCOPE.to_string(), ns.to_string())]));
-    let namespace_selector = watch_namespace.map(|ns| LabelSelector {
-        match_labels: Some(BTreeMap::from([(
-            NAMESPACE_NAME_LABEL.to_string(),
-            ns.to_string(),
-        )])),
-        ..Default::default()
-    });
+    use kruise_runtime::webhook::config::{
+        mutating_configuration, mutating_webhook, rule, validating_configuration,
+        validating_webhook,
+    };
     // SidecarSets are cluster-scoped (namespaceSelector does not apply): a scoped
     // instance only sees the ones confined to its namespace.
     let sidecarset_conditions = watch_namespace.map(|ns| {
@@ -357,82 +342,33 @@ pub fn configurations(
             ),
         }]
     });
-    let rule = |group: &str, resource: &str, operations: &[&str], scope: &str| RuleWithOperations {
-        api_groups: Some(vec![group.into()]),
-        api_versions: Some(vec![if group.is_empty() {
-            "v1".into()
-        } else {
-            "v1alpha1".into()
-        }]),
-        resources: Some(vec![resource.into()]),
-        operations: Some(operations.iter().map(|s| s.to_string()).collect()),
-        scope: Some(scope.into()),
+    let sidecarsets = || {
+        vec![rule(
+            "apps.kruise.io",
+            &["v1alpha1"],
+            &["sidecarsets"],
+            &["CREATE", "UPDATE"],
+            "Cluster",
+        )]
     };
-    let client = |path: &str| WebhookClientConfig {
-        url: Some(path.into()),
-        ..Default::default()
-    };
-    let meta = |name: String| ObjectMeta {
-        name: Some(name),
-        labels: labels.clone(),
-        ..Default::default()
-    };
-    let validating = ValidatingWebhookConfiguration {
-        metadata: meta(format!("kruise-sidecarset-validating{suffix}")),
-        webhooks: Some(vec![ValidatingWebhook {
-            name: "vsidecarset.kruise.io".into(),
-            client_config: client(VALIDATE_PATH),
-            rules: Some(vec![rule(
-                "apps.kruise.io",
-                "sidecarsets",
-                &["CREATE", "UPDATE"],
-                "Cluster",
-            )]),
-            failure_policy: Some("Fail".into()),
-            match_conditions: sidecarset_conditions.clone(),
-            admission_review_versions: vec!["v1".into()],
-            side_effects: "None".into(),
-            timeout_seconds: Some(10),
-            ..Default::default()
-        }]),
-    };
-    let mutating = MutatingWebhookConfiguration {
-        metadata: meta(format!("kruise-sidecarset-mutating{suffix}")),
-        webhooks: Some(vec![
-            MutatingWebhook {
-                name: "msidecarset-pod.kruise.io".into(),
-                client_config: client(POD_PATH),
-                rules: Some(vec![rule("", "pods", &["CREATE"], "Namespaced")]),
-                failure_policy: Some("Fail".into()),
-                namespace_selector,
-                match_conditions: pod_condition.map(|c| vec![c]),
-                reinvocation_policy: Some("Never".into()),
-                admission_review_versions: vec!["v1".into()],
-                side_effects: "None".into(),
-                // Short: the handler answers in well under a millisecond; a stuck call
-                // should fail the create quickly rather than hold a workload controller.
-                timeout_seconds: Some(5),
-                ..Default::default()
-            },
-            MutatingWebhook {
-                name: "msidecarset.kruise.io".into(),
-                client_config: client(MUTATE_PATH),
-                rules: Some(vec![rule(
-                    "apps.kruise.io",
-                    "sidecarsets",
-                    &["CREATE", "UPDATE"],
-                    "Cluster",
-                )]),
-                failure_policy: Some("Fail".into()),
-                match_conditions: sidecarset_conditions,
-                admission_review_versions: vec!["v1".into()],
-                side_effects: "None".into(),
-                timeout_seconds: Some(10),
-                ..Default::default()
-            },
-        ]),
-    };
-    (validating, mutating)
+    let mut validate = validating_webhook("vsidecarset.kruise.io", VALIDATE_PATH, sidecarsets());
+    validate.match_conditions = sidecarset_conditions.clone();
+    let mut inject = mutating_webhook(
+        "msidecarset-pod.kruise.io",
+        POD_PATH,
+        vec![rule("", &["v1"], &["pods"], &["CREATE"], "Namespaced")],
+    );
+    inject.match_conditions = pod_condition.map(|c| vec![c]);
+    inject.reinvocation_policy = Some("Never".into());
+    // Short: the handler answers in well under a millisecond; a stuck call should fail
+    // the create quickly rather than hold a workload controller.
+    inject.timeout_seconds = Some(5);
+    let mut mutate = mutating_webhook("msidecarset.kruise.io", MUTATE_PATH, sidecarsets());
+    mutate.match_conditions = sidecarset_conditions;
+    (
+        validating_configuration("kruise-sidecarset", watch_namespace, vec![validate]),
+        mutating_configuration("kruise-sidecarset", watch_namespace, vec![inject, mutate]),
+    )
 }
 
 /// Keeps the registered Pod webhook's matchCondition in step with the SidecarSets, on
@@ -518,7 +454,7 @@ mod tests {
                 .unwrap()
                 .match_labels
                 .as_ref()
-                .unwrap()[NAMESPACE_NAME_LABEL],
+                .unwrap()[kruise_runtime::webhook::NAMESPACE_NAME_LABEL],
             "e2e-x"
         );
         let ss_hook = &v.webhooks.as_ref().unwrap()[0];
