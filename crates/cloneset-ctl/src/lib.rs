@@ -18,9 +18,8 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
 use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, WebhookServer, gates};
+use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, gates};
 use kruise_workload::{PodControl, Writer};
-use kube::Api;
 use kube::runtime::watcher;
 
 use crate::context::Context;
@@ -41,39 +40,29 @@ pub fn options(runtime: &Runtime) -> Options {
     }
 }
 
-fn api<K>(runtime: &Runtime) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-{
-    match &runtime.settings.watch_namespace {
-        Some(ns) => Api::namespaced(runtime.client.clone(), ns),
-        None => Api::all(runtime.client.clone()),
-    }
-}
-
 /// The caches and the shared context.
 pub fn context(runtime: &Runtime) -> Arc<Context> {
     let owned_pods = watcher::Config::default().labels(keys::CLONESET_INSTANCE_ID);
     let clonesets = Cache::spawn_tolerant(
-        api::<Tolerant<CloneSet>>(runtime),
+        runtime.scoped_api::<Tolerant<CloneSet>>(),
         watcher::Config::default(),
         |cs: &mut CloneSet| prune_metadata(&mut cs.metadata),
         runtime.readiness.register("cache clonesets"),
     );
     let pods = Cache::spawn(
-        api::<Pod>(runtime),
+        runtime.scoped_api::<Pod>(),
         owned_pods.clone(),
         |p: &mut Pod| prune_metadata(&mut p.metadata),
         runtime.readiness.register("cache pods"),
     );
     let pvcs = Cache::spawn(
-        api::<PersistentVolumeClaim>(runtime),
+        runtime.scoped_api::<PersistentVolumeClaim>(),
         owned_pods,
         |c: &mut PersistentVolumeClaim| prune_metadata(&mut c.metadata),
         runtime.readiness.register("cache persistentvolumeclaims"),
     );
     let revisions = Cache::spawn(
-        api::<ControllerRevision>(runtime),
+        runtime.scoped_api::<ControllerRevision>(),
         watcher::Config::default(),
         |r: &mut ControllerRevision| prune_metadata(&mut r.metadata),
         runtime.readiness.register("cache controllerrevisions"),
@@ -99,30 +88,16 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 /// holder reconciles.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
-    // Every replica serves admission, leader or not.
-    let deletion_protection = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
-    let server = WebhookServer::start(
-        &runtime,
-        webhook::routes(
-            ctx.pods.clone(),
-            deletion_protection,
-            !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
-        ),
-    )
-    .await?;
-    let scope = runtime.settings.watch_namespace.clone();
-    let (validating, mutating) = webhook::configurations(scope.as_deref());
-    let registered = server.register_if_configured(validating, mutating).await?;
+    let routes = webhook::routes(
+        ctx.pods.clone(),
+        runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION),
+        !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
+    );
+    let configurations = webhook::configurations(runtime.settings.watch_namespace.as_deref());
     let workers = runtime.settings.workers;
     runtime
-        .run_while_leader(|| {
-            let ctx = ctx.clone();
-            async move { controller(ctx, workers).await }
-        })
+        .serve_with_webhooks(routes, configurations, || controller(ctx.clone(), workers))
         .await?;
-    if registered && scope.is_some() {
-        server.unregister().await;
-    }
     Ok(())
 }
 

@@ -192,9 +192,48 @@ impl Runtime {
         }
     }
 
+    /// The API of a namespaced kind in this instance's scope: `KRUISE_WATCH_NAMESPACE`,
+    /// or every namespace.
+    pub fn scoped_api<K>(&self) -> kube::Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match &self.settings.watch_namespace {
+            Some(ns) => kube::Api::namespaced(self.client.clone(), ns),
+            None => kube::Api::all(self.client.clone()),
+        }
+    }
+
     /// An event publisher reporting as this controller.
     pub fn events(&self) -> Events {
         Events::new(self.client.clone(), &self.name)
+    }
+
+    /// The common `run()` of a controller with admission: serves `routes` on every
+    /// replica, registers `configurations` (when an endpoint is configured), runs
+    /// `controller()` while this replica leads until shutdown, and then, for a
+    /// namespace-scoped instance, removes the configurations again.
+    pub async fn serve_with_webhooks<F, Fut>(
+        &self,
+        routes: Vec<webhook::Route>,
+        configurations: (
+            Vec<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>,
+            Vec<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>,
+        ),
+        controller: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let server = WebhookServer::start(self, routes).await?;
+        let (validating, mutating) = configurations;
+        let registered = server.register_if_configured(validating, mutating).await?;
+        self.run_while_leader(controller).await?;
+        if registered && self.settings.watch_namespace.is_some() {
+            server.unregister().await;
+        }
+        Ok(())
     }
 
     /// Runs `controller()` while this replica leads, until shutdown.
