@@ -2,8 +2,10 @@
 //!
 //! CloneSet: 0 → 1000 Pods Ready, then a 1000-Pod in-place image update, with
 //! `cloneset-ctl` (release build, as its own process) at the default limits (30 QPS,
-//! burst 50, 3 workers) and unthrottled. Reports wall time, API requests by verb per Pod
-//! and the controller's peak RSS; prints a table and writes `target/bench/cloneset.json`.
+//! burst 50, 3 workers) and unthrottled. Advanced StatefulSet: the same with
+//! `statefulset-ctl` (1000 replicas, Parallel, in place with maxUnavailable 100), at the
+//! default limits. Reports wall time, API requests by verb per Pod and the controller's
+//! peak RSS; prints a table and writes `target/bench/<kind>.json`.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -11,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use kruise_api::apps_v1alpha1::CloneSet;
+use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_e2e::{TestNamespace, http_get, kubeconfig_path, repo_root, wait_for};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const PODS: i32 = 1000;
@@ -25,11 +28,11 @@ struct Controller {
 }
 
 impl Controller {
-    fn start(namespace: &str, qps: f64, burst: u32, admin: u16) -> Self {
-        let bin = repo_root().join("target/release/cloneset-ctl");
+    fn start(binary: &str, namespace: &str, qps: f64, burst: u32, admin: u16) -> Self {
+        let bin = repo_root().join("target/release").join(binary);
         assert!(
             bin.exists(),
-            "build it first: cargo build --release -p cloneset-ctl (make bench does)"
+            "build it first: cargo build --release -p {binary} (make bench does)"
         );
         let child = Command::new(bin)
             .env("KUBECONFIG", kubeconfig_path())
@@ -44,22 +47,18 @@ impl Controller {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start cloneset-ctl");
+            .expect("start the controller");
         Controller { child, admin }
     }
 
     async fn wait_ready(&self) {
         let addr: std::net::SocketAddr = ([127, 0, 0, 1], self.admin).into();
-        wait_for(
-            "cloneset-ctl ready",
-            Duration::from_secs(60),
-            || async move {
-                match http_get(addr, "/readyz").await {
-                    Ok((200, _)) => Ok(()),
-                    other => Err(format!("{other:?}")),
-                }
-            },
-        )
+        wait_for("controller ready", Duration::from_secs(60), || async move {
+            match http_get(addr, "/readyz").await {
+                Ok((200, _)) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
         .await;
     }
 
@@ -163,39 +162,82 @@ async fn remove_nodes(client: &kube::Client) {
     }
 }
 
+/// What is benchmarked: a binary and the workload it runs.
+struct Workload {
+    binary: &'static str,
+    resource: ApiResource,
+    manifest: serde_json::Value,
+}
+
+fn cloneset() -> Workload {
+    Workload {
+        binary: "cloneset-ctl",
+        resource: ApiResource::erase::<CloneSet>(&()),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "replicas": PODS,
+                "selector": {"matchLabels": {"app": "bench"}},
+                "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}},
+                "updateStrategy": {"type": "InPlaceIfPossible"}
+            }
+        }),
+    }
+}
+
+fn advanced_statefulset() -> Workload {
+    Workload {
+        binary: "statefulset-ctl",
+        resource: ApiResource::erase::<StatefulSet>(&()),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "replicas": PODS,
+                "serviceName": "bench",
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {"app": "bench"}},
+                "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {
+                    "readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
+                    "containers": [{"name": "main", "image": "nginx:alpine"}]}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                    "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 100}}
+            }
+        }),
+    }
+}
+
+fn status_count(obj: &DynamicObject, field: &str) -> i64 {
+    obj.data["status"][field].as_i64().unwrap_or(0)
+}
+
 /// One run: scale 0 → 1000, then update all 1000 in place.
-async fn run(label: &str, qps: f64, burst: u32, admin: u16) -> serde_json::Value {
+async fn run(
+    workload: &Workload,
+    label: &str,
+    qps: f64,
+    burst: u32,
+    admin: u16,
+) -> serde_json::Value {
     let ns = TestNamespace::new(&format!("bench-{label}")).await;
-    let ctl = Controller::start(&ns.name, qps, burst, admin);
+    let ctl = Controller::start(workload.binary, &ns.name, qps, burst, admin);
     ctl.wait_ready().await;
-    let api: Api<CloneSet> = ns.api();
-    let cs: CloneSet = serde_json::from_value(json!({
-        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
-        "metadata": {"name": "bench"},
-        "spec": {
-            "replicas": PODS,
-            "selector": {"matchLabels": {"app": "bench"}},
-            "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}},
-            "updateStrategy": {"type": "InPlaceIfPossible"}
-        }
-    }))
-    .unwrap();
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(kruise_e2e::client().await, &ns.name, &workload.resource);
+    let obj: DynamicObject = serde_json::from_value(workload.manifest.clone()).unwrap();
     let before = ctl.requests_by_verb().await;
     let started = Instant::now();
-    api.create(&PostParams::default(), &cs)
+    api.create(&PostParams::default(), &obj)
         .await
-        .expect("create cloneset");
+        .expect("create the workload");
     wait_for("1000 ready", Duration::from_secs(1200), || async {
-        let s = api
-            .get("bench")
-            .await
-            .map_err(|e| e.to_string())?
-            .status
-            .unwrap_or_default();
-        if s.ready_replicas == PODS {
+        let obj = api.get("bench").await.map_err(|e| e.to_string())?;
+        let ready = status_count(&obj, "readyReplicas");
+        if ready == i64::from(PODS) {
             Ok(())
         } else {
-            Err(format!("{} ready", s.ready_replicas))
+            Err(format!("{ready} ready"))
         }
     })
     .await;
@@ -212,15 +254,16 @@ async fn run(label: &str, qps: f64, burst: u32, admin: u16) -> serde_json::Value
         "1000 updated in place",
         Duration::from_secs(1800),
         || async {
-            let cs = api.get("bench").await.map_err(|e| e.to_string())?;
-            let s = cs.status.unwrap_or_default();
-            let done = s.observed_generation == cs.metadata.generation.unwrap_or_default()
-                && s.updated_ready_replicas == PODS
-                && s.ready_replicas == PODS;
+            let obj = api.get("bench").await.map_err(|e| e.to_string())?;
+            let observed = status_count(&obj, "observedGeneration");
+            let updated_ready = status_count(&obj, "updatedReadyReplicas");
+            let done = observed == obj.metadata.generation.unwrap_or_default()
+                && updated_ready == i64::from(PODS)
+                && status_count(&obj, "readyReplicas") == i64::from(PODS);
             if done {
                 Ok(())
             } else {
-                Err(format!("{} updated ready", s.updated_ready_replicas))
+                Err(format!("{updated_ready} updated ready"))
             }
         },
     )
@@ -246,21 +289,13 @@ async fn run(label: &str, qps: f64, burst: u32, admin: u16) -> serde_json::Value
     result
 }
 
-#[tokio::test]
-#[ignore = "benchmark: make bench"]
-async fn bench_cloneset_1000_pods() {
-    let client = kruise_e2e::client().await;
-    add_nodes(&client).await;
-    let default = run("default", 30.0, 50, 18801).await;
-    let unthrottled = run("unthrottled", 0.0, 50, 18802).await;
-    remove_nodes(&client).await;
-
-    println!("\nCloneSet benchmark: {PODS} Pods on kwok, cloneset-ctl release build, 3 workers");
+fn report(kind: &str, binary: &str, runs: &[serde_json::Value]) {
+    println!("\n{kind} benchmark: {PODS} Pods on kwok, {binary} release build, 3 workers");
     println!(
-        "{:<12} {:>10} {:>12} {:>14} {:>10}",
-        "limits", "scale (s)", "in-place (s)", "peak RSS MiB", ""
+        "{:<12} {:>10} {:>12} {:>14}",
+        "limits", "scale (s)", "in-place (s)", "peak RSS MiB"
     );
-    for r in [&default, &unthrottled] {
+    for r in runs {
         println!(
             "{:<12} {:>10} {:>12} {:>14}",
             r["run"].as_str().unwrap(),
@@ -269,7 +304,7 @@ async fn bench_cloneset_1000_pods() {
             r["peak_rss_mib"]
         );
     }
-    for r in [&default, &unthrottled] {
+    for r in runs {
         println!(
             "{} scale-up requests/pod: {}",
             r["run"].as_str().unwrap(),
@@ -283,11 +318,34 @@ async fn bench_cloneset_1000_pods() {
     }
     let dir = repo_root().join("target/bench");
     std::fs::create_dir_all(&dir).unwrap();
-    let report = json!({"cloneset": [default, unthrottled]});
+    let file = format!("{}.json", kind.to_lowercase().replace(' ', "_"));
     std::fs::write(
-        dir.join("cloneset.json"),
-        serde_json::to_string_pretty(&report).unwrap(),
+        dir.join(&file),
+        serde_json::to_string_pretty(&json!({ kind: runs })).unwrap(),
     )
     .unwrap();
-    println!("written to target/bench/cloneset.json");
+    println!("written to target/bench/{file}");
+}
+
+#[tokio::test]
+#[ignore = "benchmark: make bench"]
+async fn bench_cloneset_1000_pods() {
+    let client = kruise_e2e::client().await;
+    add_nodes(&client).await;
+    let w = cloneset();
+    let default = run(&w, "default", 30.0, 50, 18801).await;
+    let unthrottled = run(&w, "unthrottled", 0.0, 50, 18802).await;
+    remove_nodes(&client).await;
+    report("CloneSet", w.binary, &[default, unthrottled]);
+}
+
+#[tokio::test]
+#[ignore = "benchmark: make bench"]
+async fn bench_advanced_statefulset_1000_pods() {
+    let client = kruise_e2e::client().await;
+    add_nodes(&client).await;
+    let w = advanced_statefulset();
+    let default = run(&w, "default", 30.0, 50, 18803).await;
+    remove_nodes(&client).await;
+    report("Advanced StatefulSet", w.binary, &[default]);
 }

@@ -1,0 +1,246 @@
+//! The pure part of the Advanced StatefulSet controller: given the set, its Pods, PVCs
+//! and revisions and the time, decide what to do this round. No client, no clock, no
+//! randomness. Most tests live here.
+//!
+//! A round ([`plan`]) is, as upstream and CloneSet (spec 4.3.1):
+//! 1. [`scale::plan_scale`]: settle Pods held in `PreparingDelete`, create missing live
+//!    Pods, recreate failed ones, enforce PVC retention and delete condemned Pods;
+//! 2. [`update::refresh_pods`]: continue in-place updates and lifecycle transitions and
+//!    fix identity labels, on every Pod scaling did not touch;
+//! 3. only if neither changed anything, [`update::plan_update`]: the rolling update.
+//!    Scaling and updating in the same round would act on counts the other just
+//!    invalidated.
+//!
+//! A Pod's place in the set comes from [`ordinals::Replicas`]: one slot per live
+//! ordinal (spec 4.1.1) and the condemned Pods. [`status::compute_status`] derives the
+//! status and [`predownload::plan_predownload`] the image pre-download of a rollout.
+
+pub mod ordinals;
+pub mod pods;
+pub mod predownload;
+pub mod scale;
+pub mod status;
+pub mod update;
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_api::apps_v1beta1::{PodManagementPolicyType, StatefulSet};
+use kruise_api::appspub::{Lifecycle, LifecycleState};
+use kruise_api::keys;
+use kruise_workload::revision::same_revision;
+
+pub use kruise_workload::action::{Action, Plan, Warning};
+pub use ordinals::{Replicas, Slot, live_ordinals, ordinal_of, pod_name_for};
+pub use pods::{claim_name, claims_for, new_pod};
+pub use status::{PhaseErrors, compute_status};
+
+/// Feature gates and flags that change the plan. `Default` is all off; the caller sets
+/// the gates that default to on (`StatefulSetAutoDeletePVC`, `PodIndexLabel`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `InPlaceUpdateEnvFromMetadata`.
+    pub env_from_metadata: bool,
+    /// `StatefulSetStartOrdinal`: honour `spec.ordinals.start`.
+    pub start_ordinal: bool,
+    /// `StatefulSetAutoDeletePVC`: honour `persistentVolumeClaimRetentionPolicy`.
+    pub auto_delete_pvc: bool,
+    /// `PodIndexLabel`: label Pods `apps.kubernetes.io/pod-index`.
+    pub pod_index_label: bool,
+    /// `PreDownloadImageForInPlaceUpdate` (acted on by the caller).
+    pub predownload: bool,
+}
+
+/// Everything the plan looks at.
+pub struct World<'a> {
+    pub sts: &'a StatefulSet,
+    /// Every Pod owned by the set and matching its selector, including terminating
+    /// and Failed/Succeeded ones.
+    pub pods: Vec<&'a Pod>,
+    /// PVCs in the namespace named `<template>-<set>-<ordinal>` for the set's claim
+    /// templates.
+    pub pvcs: Vec<&'a PersistentVolumeClaim>,
+    pub current_revision: &'a ControllerRevision,
+    pub update_revision: &'a ControllerRevision,
+    /// Every revision of the set (to find the one a Pod was created from).
+    pub revisions: Vec<&'a ControllerRevision>,
+    pub options: Options,
+    pub now: Timestamp,
+}
+
+impl<'a> World<'a> {
+    pub fn name(&self) -> &'a str {
+        self.sts.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    pub fn namespace(&self) -> &'a str {
+        self.sts.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// `spec.replicas` (default 1).
+    pub fn replicas(&self) -> i32 {
+        self.sts.spec.replicas()
+    }
+
+    pub fn lifecycle(&self) -> Option<&'a Lifecycle> {
+        self.sts.spec.lifecycle.as_ref()
+    }
+
+    /// `podManagementPolicy: Parallel` (burst) rather than OrderedReady (monotonic).
+    pub fn is_parallel(&self) -> bool {
+        self.sts.spec.pod_management_policy() == PodManagementPolicyType::Parallel
+    }
+
+    /// `updateStrategy.rollingUpdate.minReadySeconds`.
+    pub fn min_ready_seconds(&self) -> i32 {
+        self.sts.spec.update_strategy.min_ready_seconds()
+    }
+
+    pub fn update_revision_name(&self) -> &'a str {
+        self.update_revision
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    pub fn current_revision_name(&self) -> &'a str {
+        self.current_revision
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    }
+
+    pub fn is_update_revision(&self, pod: &Pod) -> bool {
+        revision_label(pod).is_some_and(|l| same_revision(l, self.update_revision_name()))
+    }
+
+    pub fn is_current_revision(&self, pod: &Pod) -> bool {
+        revision_label(pod).is_some_and(|l| same_revision(l, self.current_revision_name()))
+    }
+
+    /// The revision a Pod was created from, by its `controller-revision-hash` label.
+    pub fn revision_of(&self, pod: &Pod) -> Option<&'a ControllerRevision> {
+        let label = revision_label(pod)?;
+        self.revisions
+            .iter()
+            .copied()
+            .find(|r| same_revision(label, r.metadata.name.as_deref().unwrap_or_default()))
+    }
+
+    /// The live ordinals (spec 4.1.1), honouring `ordinals.start` only under its gate.
+    pub fn live_ordinals(&self) -> Vec<i32> {
+        live_ordinals(self.sts, &self.options)
+    }
+
+    /// The PVC of that name, if it exists.
+    pub fn claim(&self, name: &str) -> Option<&'a PersistentVolumeClaim> {
+        self.pvcs
+            .iter()
+            .copied()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+    }
+}
+
+/// One reconcile round (see the module docs).
+pub fn plan<'a>(world: &World<'a>) -> Plan<'a> {
+    // A set being deleted only gets its status updated, as upstream.
+    if world.sts.metadata.deletion_timestamp.is_some() {
+        return Plan::default();
+    }
+    let replicas = Replicas::of(world);
+    let mut plan = scale::plan_scale(world, &replicas);
+    let touched = plan
+        .actions
+        .iter()
+        .map(|a| a.object_name().to_string())
+        .collect();
+    merge(&mut plan, update::refresh_pods(world, &replicas, &touched));
+    if plan.changes_something() {
+        return plan;
+    }
+    merge(&mut plan, update::plan_update(world, &replicas));
+    plan
+}
+
+/// Appends `other` to `plan`, keeping the earliest requeue.
+fn merge<'a>(plan: &mut Plan<'a>, other: Plan<'a>) {
+    plan.actions.extend(other.actions);
+    plan.warnings.extend(other.warnings);
+    plan.errors.extend(other.errors);
+    if let Some(after) = other.requeue_after {
+        plan.requeue(after);
+    }
+}
+
+/// The Pod's `controller-revision-hash` label.
+pub fn revision_label(pod: &Pod) -> Option<&str> {
+    label(pod, keys::CONTROLLER_REVISION_HASH)
+}
+
+pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+pub fn has_label(pod: &Pod, key: &str) -> bool {
+    label(pod, key).is_some()
+}
+
+pub fn pod_name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Being deleted (`deletionTimestamp` set).
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+/// Phase Failed or Succeeded: the Pod will not run again and must be replaced.
+pub fn is_finished(pod: &Pod) -> bool {
+    matches!(
+        kruise_ordering::predicates::phase(pod),
+        "Failed" | "Succeeded"
+    )
+}
+
+/// Has a phase (the apiserver accepted it).
+pub fn is_created(pod: &Pod) -> bool {
+    !kruise_ordering::predicates::phase(pod).is_empty()
+}
+
+pub fn is_pending(pod: &Pod) -> bool {
+    kruise_ordering::predicates::phase(pod) == "Pending"
+}
+
+/// Upstream `isHealthy`: Running, Ready and not terminating.
+pub fn is_healthy(pod: &Pod) -> bool {
+    kruise_ordering::predicates::is_running_and_ready(pod) && !is_terminating(pod)
+}
+
+/// In lifecycle state `PreparingDelete`.
+pub fn is_preparing_delete(pod: &Pod) -> bool {
+    kruise_lifecycle::state(pod) == Some(LifecycleState::PreparingDelete)
+}
+
+/// How long until a Running and Ready Pod has been ready for `min_ready_seconds`;
+/// `None` when it already has, or is not ready at all (nothing to wait for).
+pub fn wait_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
+    if min_ready_seconds <= 0 || !kruise_ordering::predicates::is_running_and_ready(pod) {
+        return None;
+    }
+    let since = kruise_ordering::predicates::ready_since(pod)?;
+    let due = since
+        .checked_add(SignedDuration::from_secs(i64::from(min_ready_seconds)))
+        .ok()?;
+    (due > now).then(|| due.duration_since(now).unsigned_abs())
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! One reconcile: read the world from the caches, sync revisions, plan, hand the plan to
+//! the shared executor, write status, prune history. It decides nothing itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_api::apps_v1beta1::StatefulSet;
+use kruise_workload::history::{self, RevisionSource};
+use kruise_workload::revision::revision_data;
+use kruise_workload::{Action as WorkloadAction, Observed};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use crate::Context;
+use crate::error::{Error, Result};
+use crate::events::{self, CONTROLLER_NAME};
+use crate::plan::status::{PhaseErrors, compute_status};
+use crate::plan::{World, plan};
+
+/// How soon to look again while waiting for the cache to show our own writes.
+const EXPECTATION_POLL: Duration = Duration::from_millis(500);
+
+pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.reconciler
+        .run(sts.as_ref(), reconcile_inner(&sts, &ctx))
+        .await
+}
+
+pub fn error_policy(sts: Arc<StatefulSet>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.reconciler.error_policy(sts.as_ref(), err)
+}
+
+async fn reconcile_inner(sts: &StatefulSet, ctx: &Context) -> Result<Action> {
+    let missing = || Error::MissingObjectKey(sts.name_any());
+    let ns = sts.namespace().ok_or_else(missing)?;
+    let uid = sts.uid().ok_or_else(missing)?;
+    if sts.meta().deletion_timestamp.is_some() {
+        ctx.writer.forget(&uid);
+        return Ok(Action::await_change());
+    }
+
+    // Wait until the cache shows what we did last round.
+    let now = jiff::Timestamp::now();
+    let pending = ctx.writer.pods.pending(&uid, now, |name| {
+        Observed::in_cache(
+            ctx.pods
+                .store()
+                .get(&ObjectRef::new(name).within(&ns))
+                .as_deref(),
+            ctx.pods.resource_version(),
+        )
+    });
+    let pending_pvcs = ctx.writer.pvcs.pending(&uid, now, |name| {
+        Observed::in_cache(
+            ctx.pvcs
+                .store()
+                .get(&ObjectRef::new(name).within(&ns))
+                .as_deref(),
+            ctx.pvcs.resource_version(),
+        )
+    });
+    if !pending.is_empty() || !pending_pvcs.is_empty() {
+        tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
+        return Ok(Action::requeue(EXPECTATION_POLL));
+    }
+
+    // Owned Pods that stopped matching the selector are released.
+    let owner = sts.object_ref(&());
+    let (matching, released): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
+        ctx.pods.owned_by(&uid).into_iter().partition(|p| {
+            kruise_ordering::selector::matches(
+                &sts.spec.selector,
+                p.metadata.labels.as_ref().unwrap_or(&Default::default()),
+            )
+            .unwrap_or(false)
+        });
+    if !released.is_empty() {
+        let releases = released
+            .iter()
+            .map(|pod| WorkloadAction::Release { pod })
+            .collect();
+        ctx.writer.execute(&owner, &uid, releases).await?;
+    }
+    let claims = claims_of(ctx, sts, &ns);
+
+    let status = sts.status.as_ref();
+    let revisions = history::sync(
+        &ctx.client,
+        RevisionSource {
+            owner: sts.controller_owner_ref(&()).ok_or_else(missing)?,
+            namespace: &ns,
+            data: revision_data(&serde_json::to_value(&sts.spec.template)?),
+            labels: sts
+                .spec
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default(),
+            annotations: sts.annotations().clone(),
+            current_revision: status
+                .map(|s| s.current_revision.as_str())
+                .unwrap_or_default(),
+            collision_count: status.and_then(|s| s.collision_count),
+        },
+        ctx.revisions.owned_by(&uid),
+    )
+    .await?;
+    let world = World {
+        sts,
+        pods: matching.iter().map(AsRef::as_ref).collect(),
+        pvcs: claims.iter().map(AsRef::as_ref).collect(),
+        current_revision: &revisions.current,
+        update_revision: &revisions.update,
+        revisions: revisions.all.iter().collect(),
+        options: ctx.options,
+        now,
+    };
+
+    let planned = plan(&world);
+    let requeue = planned.requeue_after;
+    let creates = planned
+        .actions
+        .iter()
+        .any(|a| matches!(a, WorkloadAction::Create { .. }));
+    let mut errors = PhaseErrors::default();
+    if !planned.errors.is_empty() {
+        errors.update = Some(events::failed_update_condition(&planned.errors.join("; ")));
+    }
+    let executed = ctx.writer.carry_out(&owner, &uid, planned).await;
+    if let Err(e) = &executed {
+        let message = e.to_string();
+        if creates {
+            errors.create = Some(events::failed_create_condition(&message));
+        } else {
+            errors.update = Some(events::failed_update_condition(&message));
+        }
+    }
+
+    let previous = status.cloned().unwrap_or_default();
+    let next = compute_status(
+        &world,
+        &previous,
+        revisions.collision_count.unwrap_or(0),
+        &errors,
+    );
+    if next != previous {
+        let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
+        kruise_runtime::apply_status(&api, sts, &next, CONTROLLER_NAME).await?;
+    }
+    let limit = sts.spec.revision_history_limit() as usize;
+    history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;
+    executed?;
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The claims of the set's templates in its namespace: `<template>-<set>-<ordinal>`.
+fn claims_of(ctx: &Context, sts: &StatefulSet, ns: &str) -> Vec<Arc<PersistentVolumeClaim>> {
+    if sts.spec.volume_claim_templates.is_empty() {
+        return Vec::new();
+    }
+    let set = sts.name_any();
+    let prefixes: Vec<String> = sts
+        .spec
+        .volume_claim_templates
+        .iter()
+        .map(|t| format!("{}-{set}-", t.metadata.name.as_deref().unwrap_or_default()))
+        .collect();
+    ctx.pvcs
+        .store()
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(ns))
+        .filter(|c| {
+            let name = c.metadata.name.as_deref().unwrap_or_default();
+            prefixes.iter().any(|p| {
+                name.strip_prefix(p.as_str())
+                    .is_some_and(|ordinal| ordinal.parse::<u32>().is_ok())
+            })
+        })
+        .collect()
+}

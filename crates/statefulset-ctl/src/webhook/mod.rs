@@ -1,0 +1,178 @@
+//! Advanced StatefulSet admission (spec 3): defaulting (mutating), validation and
+//! deletion protection, served on the shared webhook server.
+//!
+//! One pair of routes serves both versions: the apiserver sends an object in the
+//! version its request used (`v1alpha1` or `v1beta1`), and the two have the same shape,
+//! so defaulting works on the JSON and validation decodes either as [`StatefulSet`].
+//!
+//! Both webhooks use `failurePolicy: Fail`: they only see StatefulSet objects, so an
+//! outage blocks StatefulSet changes (which the controller could not act on anyway)
+//! and never Pod creation.
+
+mod defaults;
+mod validation;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+};
+use kruise_api::apps_v1beta1::StatefulSet;
+use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::{
+    AdmissionResponse, HandlerError, Operation, Route, deny_forbidden, deny_invalid, dynamic,
+};
+use kruise_workload::admission;
+use kube::ResourceExt;
+use serde_json::Value;
+
+pub use defaults::{defaults_patch, spec_defaults, with_defaults, with_defaults_for};
+pub use validation::{FORBIDDEN_UPDATE, in_place_only_denied, validate, validate_json};
+
+pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1beta1-statefulset";
+pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1beta1-statefulset";
+
+/// Spec 3.11: deletion protection (gate `ResourcesDeletionProtection`), the same rules
+/// and messages as CloneSet's.
+pub fn deletion_denied(sts: &StatefulSet) -> Option<String> {
+    admission::deletion_denied_for(sts.labels(), sts.spec.replicas())
+}
+
+/// What validation answers for a CREATE or UPDATE: `None` to admit, or the response
+/// to deny with (422: the aggregated field errors, or upstream's plain `InPlaceOnly`
+/// message once the fields are valid).
+pub fn review(raw_new: &Value, raw_old: Option<&Value>) -> Result<Option<Rejection>, String> {
+    let errors = validate_json(raw_new, raw_old)?;
+    if !errors.is_empty() {
+        return Ok(Some(Rejection::Invalid(errors)));
+    }
+    Ok(raw_old
+        .and_then(|old| in_place_only_denied(raw_new, old))
+        .map(Rejection::Message))
+}
+
+/// Why a CREATE or UPDATE is refused (both HTTP 422).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    Invalid(Vec<kruise_runtime::webhook::FieldError>),
+    Message(String),
+}
+
+/// The webhook routes: defaulting, and validation with deletion protection when
+/// `deletion_protection` (gate `ResourcesDeletionProtection`). `template_defaults` is
+/// false under the `TemplateNoDefaults` gate.
+pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
+    let internal = |e: serde_json::Error| HandlerError::Internal(e.to_string());
+    let mutate = Route::new(
+        MUTATE_PATH,
+        "mutate-statefulset",
+        dynamic(move |req| async move {
+            let response = AdmissionResponse::from(&req);
+            let Some(object) = &req.object else {
+                return Ok(response);
+            };
+            let object = serde_json::to_value(object).map_err(internal)?;
+            let old = match (&req.operation, &req.old_object) {
+                (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
+                _ => None,
+            };
+            let patch = defaults_patch(&object, old.as_ref(), template_defaults);
+            if patch.0.is_empty() {
+                return Ok(response);
+            }
+            response
+                .with_patch(patch)
+                .map_err(|e| HandlerError::Internal(e.to_string()))
+        }),
+    );
+    let validate_route = Route::new(
+        VALIDATE_PATH,
+        "validate-statefulset",
+        dynamic(move |req| async move {
+            let response = AdmissionResponse::from(&req);
+            let raw_new = req
+                .object
+                .as_ref()
+                .map(serde_json::to_value)
+                .transpose()
+                .map_err(internal)?;
+            let raw_old = req
+                .old_object
+                .as_ref()
+                .map(serde_json::to_value)
+                .transpose()
+                .map_err(internal)?;
+            match req.operation {
+                Operation::Delete => {
+                    let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
+                        return Ok(response);
+                    };
+                    let old: StatefulSet = serde_json::from_value(raw_old)
+                        .map_err(|e| HandlerError::Decode(format!("oldObject: {e}")))?;
+                    Ok(match deletion_denied(&old) {
+                        Some(message) => deny_forbidden(response, message),
+                        None => response,
+                    })
+                }
+                Operation::Create | Operation::Update => {
+                    let Some(raw_new) = raw_new else {
+                        return Ok(response);
+                    };
+                    let old = raw_old.filter(|_| req.operation == Operation::Update);
+                    Ok(
+                        match review(&raw_new, old.as_ref()).map_err(HandlerError::Decode)? {
+                            None => response,
+                            Some(Rejection::Invalid(errors)) => deny_invalid(response, &errors),
+                            Some(Rejection::Message(message)) => {
+                                let mut denied = response.deny(message);
+                                denied.result.code = 422;
+                                denied
+                            }
+                        },
+                    )
+                }
+                Operation::Connect => Ok(response),
+            }
+        }),
+    );
+    vec![mutate, validate_route]
+}
+
+/// The configurations, named for the scope: cluster-wide, or (for tests and namespaced
+/// installs) one namespace. Both served versions are covered.
+pub fn configurations(
+    watch_namespace: Option<&str>,
+) -> (
+    Vec<ValidatingWebhookConfiguration>,
+    Vec<MutatingWebhookConfiguration>,
+) {
+    let rules = |operations: &[&str]| -> Vec<RuleWithOperations> {
+        vec![config::rule(
+            "apps.kruise.io",
+            &["v1alpha1", "v1beta1"],
+            &["statefulsets"],
+            operations,
+            "Namespaced",
+        )]
+    };
+    let validating = config::validating_configuration(
+        "kruise-statefulset",
+        watch_namespace,
+        vec![config::validating_webhook(
+            "vstatefulset.kb.io",
+            VALIDATE_PATH,
+            rules(&["CREATE", "UPDATE", "DELETE"]),
+        )],
+    );
+    let mutating = config::mutating_configuration(
+        "kruise-statefulset",
+        watch_namespace,
+        vec![config::mutating_webhook(
+            "mstatefulset.kb.io",
+            MUTATE_PATH,
+            rules(&["CREATE", "UPDATE"]),
+        )],
+    );
+    (vec![validating], vec![mutating])
+}
+
+#[cfg(test)]
+mod tests;
