@@ -96,7 +96,10 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
         });
     let owner = cs.object_ref(&());
     if !released.is_empty() {
-        let releases = released.iter().map(|pod| WorkloadAction::Release { pod }).collect();
+        let releases = released
+            .iter()
+            .map(|pod| WorkloadAction::Release { pod })
+            .collect();
         ctx.writer.execute(&owner, &uid, releases).await?;
     }
 

@@ -44,10 +44,15 @@ pub async fn sync(
         labels: crate::plan::template_labels(cs),
         annotations: {
             let mut a = cs.annotations().clone();
-            a.insert(keys::CLONESET_VOLUME_CLAIM_TEMPLATE_HASH.into(), vct_hash(cs));
+            a.insert(
+                keys::CLONESET_VOLUME_CLAIM_TEMPLATE_HASH.into(),
+                vct_hash(cs),
+            );
             a
         },
-        current_revision: status.map(|s| s.current_revision.as_str()).unwrap_or_default(),
+        current_revision: status
+            .map(|s| s.current_revision.as_str())
+            .unwrap_or_default(),
         collision_count: status.and_then(|s| s.collision_count),
     };
     Ok(history::sync(client, source, owned).await?)

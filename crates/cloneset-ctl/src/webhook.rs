@@ -152,7 +152,7 @@ pub fn validate(
             Ok(()) => Some(value.clone()),
             Err(e) => {
                 errors.push(invalid(
-                    &format!("spec.updateStrategy.{field}"),
+                    format!("spec.updateStrategy.{field}"),
                     show(value),
                     format!("failed GetScaledValueFromIntOrPercent for {field}: {e}"),
                 ));
@@ -231,7 +231,7 @@ pub fn validate(
     for (i, term) in strategy.scatter_strategy.iter().enumerate() {
         let path = format!("spec.updateStrategy.scatterStrategy[{i}]");
         if term.key.is_empty() {
-            errors.push(required(&format!("{path}.key"), "key can not be empty"));
+            errors.push(required(format!("{path}.key"), "key can not be empty"));
         }
         if !seen.insert((term.key.clone(), term.value.clone())) {
             errors.push(invalid(
@@ -385,7 +385,7 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
             for (i, c) in list.iter().enumerate() {
                 match c.get("name").and_then(Value::as_str) {
                     None | Some("") => errors.push(required(
-                        &format!("spec.template.spec.containers[{i}].name"),
+                        format!("spec.template.spec.containers[{i}].name"),
                         "name is required",
                     )),
                     Some(n) if !names.insert(n.to_string()) => errors.push(invalid(
@@ -400,7 +400,7 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
                     .is_none_or(str::is_empty)
                 {
                     errors.push(required(
-                        &format!("spec.template.spec.containers[{i}].image"),
+                        format!("spec.template.spec.containers[{i}].image"),
                         "image is required",
                     ));
                 }

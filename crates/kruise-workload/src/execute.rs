@@ -250,7 +250,9 @@ impl Writer {
                     "resourceVersion": pod.resource_version(),
                     "ownerReferences": owners,
                 }});
-                self.control.patch_pod(pod, &patch, PatchKind::Merge).await?;
+                self.control
+                    .patch_pod(pod, &patch, PatchKind::Merge)
+                    .await?;
                 Ok(())
             }
             Action::CreatePvc { pvc, pod } => self.create_pvc(owner, uid, &pod, &pvc).await,

@@ -75,7 +75,11 @@ pub async fn sync(
                 patch["metadata"] = json!({"annotations": source.annotations});
             }
             let patched = api
-                .patch(&all[i].name_any(), &PatchParams::default(), &Patch::Merge(patch))
+                .patch(
+                    &all[i].name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
                 .await?;
             all[i] = patched.clone();
             patched
