@@ -8,10 +8,9 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus, ImagePullJob};
 use kruise_api::keys;
 use kruise_ordering::predicates::is_active;
-use kruise_workload::{Action as WorkloadAction, Expected, Observed, min_duration};
+use kruise_workload::{Action as WorkloadAction, Expected, min_duration};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -51,26 +50,10 @@ async fn reconcile_inner(cs: &CloneSet, ctx: &Context) -> Result<Action> {
 
     // Wait until the cache shows what we did last round (spec 4.1.2).
     let now = jiff::Timestamp::now();
-    let pending = ctx.writer.pods.pending(&uid, now, |name| {
-        Observed::in_cache(
-            ctx.pods
-                .store()
-                .get(&ObjectRef::new(name).within(&ns))
-                .as_deref(),
-            ctx.pods.resource_version(),
-        )
-    });
-    let pending_pvcs = ctx.writer.pvcs.pending(&uid, now, |name| {
-        Observed::in_cache(
-            ctx.pvcs
-                .store()
-                .get(&ObjectRef::new(name).within(&ns))
-                .as_deref(),
-            ctx.pvcs.resource_version(),
-        )
-    });
-    if !pending.is_empty() || !pending_pvcs.is_empty() {
-        tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
+    if !ctx
+        .writer
+        .caches_caught_up(&uid, &ns, &ctx.pods, &ctx.pvcs, now)
+    {
         return Ok(Action::requeue(EXPECTATION_POLL));
     }
 

@@ -96,8 +96,9 @@ fn default_update_key(pod: &Pod) -> DefaultUpdateKey<'_> {
 /// Spec wins over upstream: upstream's comparator returns "larger input index first"
 /// for equal priorities, which reverses ties by the Pods' position in the workload's
 /// list and discards the default order; the spec says "stable sort by priority", so
-/// equal priorities keep the default order.
-fn sort_by_priority(pods: &mut [&Pod], strategy: &UpdatePriorityStrategy) {
+/// equal priorities keep the default order. Public for Advanced StatefulSet's
+/// `unorderedUpdate`, which ranks by priority alone over its own (ordinal) order.
+pub fn sort_by_priority(pods: &mut [&Pod], strategy: &UpdatePriorityStrategy) {
     if !strategy.weight_priority.is_empty() {
         pods.sort_by_cached_key(|pod| Reverse(weight_of(pod, strategy)));
     } else if !strategy.order_priority.is_empty() {

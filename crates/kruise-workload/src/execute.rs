@@ -11,7 +11,8 @@ use serde_json::json;
 
 use crate::action::Action;
 use crate::control::{PatchKind, PodControl, slow_start};
-use crate::expectations::{Expectations, Expected};
+use crate::expectations::{Expectations, Expected, Observed};
+use kube::runtime::reflector::ObjectRef;
 
 /// How many Pod writes (other than creations) run at once.
 const CONCURRENT_WRITES: usize = 16;
@@ -31,6 +32,44 @@ impl Writer {
             pods: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
             pvcs: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
         }
+    }
+
+    /// Whether the caches (`pods`, `pvcs`, of `namespace`) show every write this owner
+    /// made; if not, logs what is missing and the reconcile should look again shortly
+    /// instead of planning on a stale view. Satisfied and timed-out expectations are
+    /// dropped.
+    pub fn caches_caught_up(
+        &self,
+        owner_uid: &str,
+        namespace: &str,
+        pods: &kruise_runtime::Cache<Pod>,
+        pvcs: &kruise_runtime::Cache<PersistentVolumeClaim>,
+        now: jiff::Timestamp,
+    ) -> bool {
+        let observe = |expectations: &Expectations, cache_of: &dyn Fn(&str) -> Observed| {
+            expectations.pending(owner_uid, now, cache_of)
+        };
+        let pending = observe(&self.pods, &|name| {
+            Observed::in_cache(
+                pods.store()
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .as_deref(),
+                pods.resource_version(),
+            )
+        });
+        let pending_pvcs = observe(&self.pvcs, &|name| {
+            Observed::in_cache(
+                pvcs.store()
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .as_deref(),
+                pvcs.resource_version(),
+            )
+        });
+        if pending.is_empty() && pending_pvcs.is_empty() {
+            return true;
+        }
+        tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
+        false
     }
 
     /// The owner is gone: nothing it expected matters any more.

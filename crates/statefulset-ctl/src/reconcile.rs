@@ -6,12 +6,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::StatefulSet;
+use kruise_workload::Action as WorkloadAction;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision::revision_data;
-use kruise_workload::{Action as WorkloadAction, Observed};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::Context;
@@ -44,26 +43,10 @@ async fn reconcile_inner(sts: &StatefulSet, ctx: &Context) -> Result<Action> {
 
     // Wait until the cache shows what we did last round.
     let now = jiff::Timestamp::now();
-    let pending = ctx.writer.pods.pending(&uid, now, |name| {
-        Observed::in_cache(
-            ctx.pods
-                .store()
-                .get(&ObjectRef::new(name).within(&ns))
-                .as_deref(),
-            ctx.pods.resource_version(),
-        )
-    });
-    let pending_pvcs = ctx.writer.pvcs.pending(&uid, now, |name| {
-        Observed::in_cache(
-            ctx.pvcs
-                .store()
-                .get(&ObjectRef::new(name).within(&ns))
-                .as_deref(),
-            ctx.pvcs.resource_version(),
-        )
-    });
-    if !pending.is_empty() || !pending_pvcs.is_empty() {
-        tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
+    if !ctx
+        .writer
+        .caches_caught_up(&uid, &ns, &ctx.pods, &ctx.pvcs, now)
+    {
         return Ok(Action::requeue(EXPECTATION_POLL));
     }
 

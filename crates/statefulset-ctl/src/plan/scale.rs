@@ -25,7 +25,9 @@ use super::{
     is_terminating, pod_name, wait_until_available,
 };
 
-/// Plans this round's scaling.
+/// Plans this round's scaling: settle Pods held in `PreparingDelete`, walk the live
+/// ordinals (create missing Pods, replace failed ones, restore claims, apply the
+/// retention policy), then delete condemned Pods.
 pub fn plan_scale<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
     let mut plan = Plan::default();
     settle_preparing_delete(world, replicas, &mut plan);
@@ -51,6 +53,7 @@ pub fn plan_scale<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
     plan
 }
 
+/// How a walk over the Pods ended: done, or stopped by OrderedReady.
 #[derive(PartialEq, Eq)]
 enum Walk {
     Done,
@@ -70,7 +73,7 @@ pub fn scale_budget(world: &World) -> Result<Option<i32>, NotAPercentage> {
         .transpose()
 }
 
-/// Step 1: Pods in `PreparingDelete`. A live Pod nothing wants gone any more (scaled
+/// Pods in `PreparingDelete`. A live Pod nothing wants gone any more (scaled
 /// back up, not specified for deletion, not due for a recreate) returns to service when
 /// the hooks allow it (CloneSet §4.5 step 1); any other whose preDelete hook has let go
 /// is deleted.
@@ -116,7 +119,7 @@ fn kept_by_update(world: &World, slot: &Slot, pod: &Pod) -> bool {
         || (ordered && (slot.index as i64) < i64::from(strategy.partition()))
 }
 
-/// Steps 2–4 over the live ordinals, ascending. Burst creation is bounded by the scale
+/// The live ordinals, ascending. Burst creation is bounded by the scale
 /// budget: what `budget` allows minus the live Pods already unavailable (terminating,
 /// failed, or not yet Running and Ready for `minReadySeconds`). Counting them all
 /// before creating, rather than as the walk meets them as upstream does, keeps the
@@ -211,7 +214,7 @@ fn scale_out<'a>(
     Walk::Done
 }
 
-/// Step 5: condemned Pods, highest ordinal first. Monotonic: one at a time, and only a
+/// Condemned Pods, highest ordinal first. Monotonic: one at a time, and only a
 /// Running and Ready one or the lowest-ordinal unhealthy Pod of the set (the one
 /// upstream lets go so a broken Pod cannot block scale-in forever).
 fn scale_in<'a>(
