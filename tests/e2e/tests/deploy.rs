@@ -25,9 +25,10 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::apps_v1alpha1::{CloneSet, SidecarSet};
+use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_e2e::{
     TestNamespace, http_get, is_ready, kube_config, kubeconfig_path, kubectl, kubectl_async,
     repo_root, wait_for,
@@ -351,6 +352,17 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
         &render("overlays/sidecarset"),
         sidecarset,
         "sidecarset-webhook",
+    );
+    let (validating, mutating) = statefulset_ctl::webhook::configurations(None);
+    let statefulset: Vec<Value> = validating
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .chain(mutating.iter().map(|c| serde_json::to_value(c).unwrap()))
+        .collect();
+    check_webhooks(
+        &render("overlays/statefulset"),
+        statefulset,
+        "statefulset-webhook",
     );
 }
 
@@ -695,6 +707,79 @@ const SIDECARSET_CHECKS: &str = "
     no  create serviceaccounts#token                                   kruise-system
 ";
 
+const STATEFULSET_CHECKS: &str = "
+    yes watch  statefulsets.apps.kruise.io                             *
+    yes list   statefulsets.apps.kruise.io                             default
+    yes patch  statefulsets.apps.kruise.io#status                      default
+    yes watch  pods                                                    *
+    yes get    pods                                                    default
+    yes create pods                                                    default
+    yes delete pods                                                    default
+    yes patch  pods                                                    default
+    yes patch  pods#status                                             default
+    yes watch  persistentvolumeclaims                                  *
+    yes create persistentvolumeclaims                                  default
+    yes patch  persistentvolumeclaims                                  default
+    no  delete persistentvolumeclaims                                  default
+    yes watch  controllerrevisions.apps                                *
+    yes create controllerrevisions.apps                                default
+    yes patch  controllerrevisions.apps                                default
+    yes delete controllerrevisions.apps                                default
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    yes get    secrets/statefulset-webhook-ca                          kruise-system
+    yes update secrets/statefulset-webhook-ca                          kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-statefulset-validating *
+    yes create mutatingwebhookconfigurations/kruise-statefulset-mutating *
+    # Secrets: its CA Secret only; never another, never a list, a create or a delete.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/cloneset-webhook-ca                             kruise-system
+    no  create secrets                                                 kruise-system
+    no  delete secrets/statefulset-webhook-ca                          kruise-system
+    # StatefulSets are the users': written only through their status, never scaled.
+    no  create statefulsets.apps.kruise.io                             default
+    no  update statefulsets.apps.kruise.io                             default
+    no  patch  statefulsets.apps.kruise.io                             default
+    no  delete statefulsets.apps.kruise.io                             default
+    no  update statefulsets.apps.kruise.io#scale                       default
+    no  patch  statefulsets.apps.kruise.io#scale                       default
+    # Other kinds' custom resources, and the built-in apps/v1 StatefulSets.
+    no  list   clonesets.apps.kruise.io                                default
+    no  list   sidecarsets.apps.kruise.io                              *
+    no  list   daemonsets.apps.kruise.io                               default
+    no  create imagepulljobs.apps.kruise.io                            default
+    no  list   statefulsets.apps                                       default
+    no  patch  statefulsets.apps                                       default
+    # No nodes or volumes; Pods and claims never replaced, evicted or exec'd into.
+    no  get    nodes                                                   *
+    no  patch  nodes                                                   *
+    no  list   persistentvolumes                                       *
+    no  update pods                                                    default
+    no  create pods#exec                                               default
+    no  create pods#eviction                                           default
+    no  update persistentvolumeclaims                                  default
+    no  list   deployments.apps                                        default
+    no  get    configmaps                                              default
+    no  list   namespaces                                              *
+    no  create serviceaccounts#token                                   kruise-system
+    # Other controllers' Leases; Leases outside its namespace.
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  leases.coordination.k8s.io/sidecarset-controller        kruise-system
+    no  create leases.coordination.k8s.io                              default
+    # Other webhook configurations; deleting or listing its own.
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  patch  mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    no  delete validatingwebhookconfigurations/kruise-statefulset-validating *
+    no  list   mutatingwebhookconfigurations                           *
+    # Nothing to grant itself more with.
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  bind   clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     kruise_e2e::client().await;
@@ -705,6 +790,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
     for (bin, table) in [
         ("cloneset-ctl", CLONESET_CHECKS),
         ("sidecarset-ctl", SIDECARSET_CHECKS),
+        ("statefulset-ctl", STATEFULSET_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -1484,6 +1570,191 @@ async fn sidecarset_ctl_runs_on_its_overlay_rbac_alone() {
     assert_eq!(upgraded.uid(), created.uid(), "the same Pod");
     wait_status("SidecarSet status 1 matched, 1 updated", (1, 1)).await;
     run.finish(sidecarset_ctl::CONTROLLER_NAME).await;
+}
+
+/// An Advanced StatefulSet (`apps.kruise.io/<version>`): Parallel, updated in place, one
+/// claim per Pod that a scale-in deletes (`whenScaled: Delete`).
+fn statefulset_yaml(version: &str, name: &str, replicas: i32, image: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps.kruise.io/{version}
+kind: StatefulSet
+metadata:
+  name: {name}
+spec:
+  serviceName: {name}
+  replicas: {replicas}
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels:
+      app: {name}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      podUpdatePolicy: InPlaceIfPossible
+      maxUnavailable: 2
+  persistentVolumeClaimRetentionPolicy:
+    whenScaled: Delete
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      readinessGates:
+      - conditionType: InPlaceUpdateReady
+      containers:
+      - name: main
+        image: {image}
+        volumeMounts:
+        - name: data
+          mountPath: /data
+  volumeClaimTemplates:
+  - metadata:
+      name: data
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources:
+        requests:
+          storage: 1Gi
+"#
+    )
+}
+
+async fn wait_statefulset_status(ns: &TestNamespace, name: &str, replicas: i32) {
+    let api: Api<StatefulSet> = ns.api();
+    wait_for(
+        &format!("{name} status {replicas}/{replicas} updated and ready"),
+        MINUTE,
+        || {
+            let api = api.clone();
+            async move {
+                let sts = api.get(name).await.map_err(|e| e.to_string())?;
+                let s = sts.status.clone().unwrap_or_default();
+                if Some(s.observed_generation) == sts.metadata.generation
+                    && s.replicas == replicas
+                    && s.ready_replicas == replicas
+                    && s.updated_replicas == replicas
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{s:?}"))
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// The names of the live (not deleting) claims in the namespace.
+async fn live_claims(ns: &TestNamespace) -> Result<BTreeSet<String>, String> {
+    Ok(ns
+        .api::<PersistentVolumeClaim>()
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .into_iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| c.name_any())
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_ctl_runs_on_its_overlay_rbac_alone() {
+    let run = OnItsRbac::start("statefulset-ctl", "deploy-sts").await;
+    let ns = &run.ns;
+    let names = |pods: &BTreeSet<(String, String)>| -> BTreeSet<String> {
+        pods.iter().map(|(name, _)| name.clone()).collect()
+    };
+    let set =
+        |names: &[&str]| -> BTreeSet<String> { names.iter().map(|n| n.to_string()).collect() };
+    // Two Pods with their claims, the set defaulted by the mutating webhook, all ready.
+    ns.apply(&statefulset_yaml("v1beta1", "web", 2, "nginx:alpine"))
+        .await
+        .expect("create StatefulSet");
+    let sts = ns.api::<StatefulSet>().get("web").await.unwrap();
+    assert_eq!(
+        sts.spec.revision_history_limit,
+        Some(10),
+        "defaulted by the webhook"
+    );
+    let before = wait_pods(ns, "web", 2, "nginx:alpine").await;
+    assert_eq!(names(&before), set(&["web-0", "web-1"]));
+    wait_statefulset_status(ns, "web", 2).await;
+    let claims = live_claims(ns).await.unwrap();
+    assert_eq!(
+        claims,
+        set(&["data-web-0", "data-web-1"]),
+        "a claim per Pod"
+    );
+    // In-place image update: the same Pods (names and UIDs), new image.
+    ns.api::<StatefulSet>()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {
+                "containers": [{"name": "main", "image": "nginx:1.27-alpine",
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}}})),
+        )
+        .await
+        .unwrap();
+    let after = wait_pods(ns, "web", 2, "nginx:1.27-alpine").await;
+    assert_eq!(before, after, "updated in place: same names and UIDs");
+    wait_statefulset_status(ns, "web", 2).await;
+    // Scale in: the highest ordinal goes, and with it its claim (handed to the Pod by a
+    // patch of its ownerReferences, whenScaled: Delete); the other claim stays.
+    ns.api::<StatefulSet>()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale in");
+    let left = wait_pods(ns, "web", 1, "nginx:1.27-alpine").await;
+    assert_eq!(names(&left), set(&["web-0"]));
+    wait_statefulset_status(ns, "web", 1).await;
+    wait_for("the claim of web-1 deleted", MINUTE, || async {
+        let claims = live_claims(ns).await?;
+        if claims == set(&["data-web-0"]) {
+            Ok(())
+        } else {
+            Err(format!("{claims:?}"))
+        }
+    })
+    .await;
+    // Validation by the token-registered webhook, for the v1alpha1 version too.
+    let err = ns
+        .apply(
+            &statefulset_yaml("v1alpha1", "bad", 1, "nginx:alpine").replace(
+                "      readinessGates:\n      - conditionType: InPlaceUpdateReady\n",
+                "",
+            ),
+        )
+        .await
+        .expect_err("InPlaceIfPossible without the InPlaceUpdateReady gate is refused");
+    assert!(
+        err.contains("readinessGates") && err.contains("InPlaceUpdateReady"),
+        "{err}"
+    );
+    // Events, written on the overlay's grant.
+    let (_, events, _) = kubectl_async(
+        args(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={range .items[*]}{.reportingController} {.reason}{\"\\n\"}{end}",
+        ]),
+        None,
+    )
+    .await;
+    assert!(
+        events.contains("statefulset-controller SuccessfulCreate"),
+        "{events}"
+    );
+    run.finish(statefulset_ctl::CONTROLLER_NAME).await;
 }
 
 fn base64_decode(s: &str) -> Vec<u8> {
