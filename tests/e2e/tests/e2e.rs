@@ -5,4 +5,5 @@ mod cloneset;
 mod deploy;
 mod sidecarset;
 mod smoke;
+mod statefulset;
 mod webhook;
