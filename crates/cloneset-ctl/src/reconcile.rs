@@ -3,22 +3,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus, ImagePullJob};
-use kruise_api::keys;
+use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus};
 use kruise_ordering::predicates::is_active;
+use kruise_workload::predownload;
 use kruise_workload::{Action as WorkloadAction, Expected, min_duration};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::events::{self, CONTROLLER_NAME};
+use crate::events::CONTROLLER_NAME;
 use crate::plan::pods::PvcCleanup;
-use crate::plan::predownload::{PreDownload, plan_predownload};
+use crate::plan::predownload::plan_predownload;
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, scale, update};
 use crate::revisions;
@@ -180,64 +179,19 @@ async fn predownload(
     previous: &CloneSetStatus,
     status: &CloneSetStatus,
 ) -> Result<()> {
-    let ns = cs.namespace().unwrap_or_default();
-    let owner = cs.object_ref(&());
-    let jobs: Api<ImagePullJob> = Api::namespaced(ctx.client.clone(), &ns);
-    let label_revision = |key: &'static str| async move {
-        let revisions: Api<ControllerRevision> = Api::namespaced(ctx.client.clone(), &ns);
-        let patch = json!({"metadata": {"labels": {key: "true"}}});
-        revisions
-            .patch(
-                world.update_revision_name(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
+    let workload = predownload::Workload {
+        reference: &cs.object_ref(&()),
+        uid: &cs.uid().unwrap_or_default(),
+        selector: &cs.spec.selector,
+        update_revision: world.update_revision_name(),
+        finished: predownload::rollout_finished(
+            (&previous.current_revision, &previous.update_revision),
+            (&status.current_revision, &status.update_revision),
+        ),
     };
-    match plan_predownload(world, true, status.updated_ready_replicas) {
-        PreDownload::Nothing => {}
-        PreDownload::Ignore(why) => {
-            tracing::debug!(cloneset = %cs.name_any(), why, "no image pre-download for this rollout");
-            label_revision(keys::IMAGE_PREDOWNLOAD_IGNORED).await?;
-        }
-        PreDownload::Create(list) => {
-            for job in list {
-                let name = job.name_any();
-                match jobs.create(&PostParams::default(), &job).await {
-                    Ok(_) => ctx.writer.control.events().normal(
-                        &owner,
-                        events::CREATED_IMAGE_PULL_JOB,
-                        format!("created ImagePullJob {name} for image: {}", job.spec.image),
-                    ),
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
-                    Err(e) => {
-                        ctx.writer.control.events().normal(
-                            &owner,
-                            events::FAILED_CREATE_IMAGE_PULL_JOB,
-                            format!("failed to create ImagePullJob {name}: {e}"),
-                        );
-                        return Err(e.into());
-                    }
-                }
-            }
-            label_revision(keys::IMAGE_PREDOWNLOAD_CREATED).await?;
-        }
-    }
-    // The rollout just finished: its jobs have done their work.
-    let converged = status.current_revision == status.update_revision;
-    if converged && previous.current_revision != previous.update_revision {
-        let selector = crate::plan::status::format_selector(&cs.spec.selector);
-        let uid = cs.uid().unwrap_or_default();
-        for job in jobs
-            .list(&ListParams::default().labels(&selector))
-            .await?
-            .items
-        {
-            if job.owner_references().iter().any(|o| o.uid == uid) {
-                let _ = jobs.delete(&job.name_any(), &DeleteParams::default()).await;
-            }
-        }
-    }
+    let outcome = plan_predownload(world, true, status.updated_ready_replicas);
+    let events = ctx.writer.control.events();
+    predownload::apply(&ctx.client, events, &workload, outcome).await?;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use kruise_api::appspub::{
     InPlaceUpdateState, RuntimeContainerMetaSet,
 };
 use kruise_api::keys;
+use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde_json::{Map, Value, json};
 
 use crate::diff::UpdateSpec;
@@ -102,23 +103,6 @@ fn first_batch(
         .partition(|(n, _)| Some(priorities.get(n).copied().unwrap_or(0)) == top)
 }
 
-fn has_gate(pod: &Pod, condition: &str) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == condition))
-}
-
-fn condition_status(pod: &Pod, condition: &str) -> Option<String> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == condition)
-        .map(|c| c.status.clone())
-}
-
 fn rfc3339(now: Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -208,7 +192,7 @@ pub fn start_update(
     annotations: &BTreeMap<String, String>,
     now: Timestamp,
 ) -> PodWrites {
-    let status_patch = has_gate(pod, keys::INPLACE_UPDATE_READY)
+    let status_patch = has_readiness_gate(pod, keys::INPLACE_UPDATE_READY)
         .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
 
     let (batch, next) = first_batch(pod, &spec.container_images);
@@ -474,9 +458,9 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
 
     let completed = is_update_completed(pod);
     let mut writes = PodWrites::default();
-    if has_gate(pod, keys::INPLACE_UPDATE_READY) && completed {
-        let status = condition_status(pod, keys::INPLACE_UPDATE_READY);
-        if status.as_deref() != Some("True") {
+    if has_readiness_gate(pod, keys::INPLACE_UPDATE_READY) && completed {
+        let status = condition(pod, keys::INPLACE_UPDATE_READY).map(|c| c.status.as_str());
+        if status != Some("True") {
             writes.status_patch = Some(condition_patch("True", None, now));
         }
     }

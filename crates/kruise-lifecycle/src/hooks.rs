@@ -2,29 +2,20 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
-use kruise_api::keys;
 
 /// The Pod's lifecycle state from label `lifecycle.apps.kruise.io/state`.
 ///
 /// `None` when the label is missing *or* holds a value that is not a known state; use
 /// [`has_unknown_state`] to tell the two apart.
 pub fn state(pod: &Pod) -> Option<LifecycleState> {
-    state_label(pod).and_then(LifecycleState::parse)
+    kruise_ordering::predicates::lifecycle_state(pod)
 }
 
 /// Whether the state label is present but holds no known state (e.g. written by a newer
 /// controller). Upstream refuses to update such a Pod in place.
 pub fn has_unknown_state(pod: &Pod) -> bool {
-    state_label(pod)
+    kruise_ordering::predicates::lifecycle_state_label(pod)
         .is_some_and(|value| !value.is_empty() && LifecycleState::parse(value).is_none())
-}
-
-fn state_label(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(keys::LIFECYCLE_STATE)
-        .map(String::as_str)
 }
 
 /// Hooked = any handler finalizer present on the Pod, or any handler label present with
@@ -170,6 +161,7 @@ pub(crate) fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
 mod tests {
     use super::*;
     use crate::test_support::*;
+    use kruise_api::keys;
 
     #[test]
     fn state_reads_the_label() {

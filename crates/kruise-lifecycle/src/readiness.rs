@@ -11,6 +11,7 @@
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::keys;
+use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde::{Deserialize, Serialize};
 
 /// The user agent of every entry the lifecycle hooks write.
@@ -49,12 +50,7 @@ impl NotReadyKey {
 /// Whether the Pod has readiness gate `KruisePodReady`. Without it the condition cannot
 /// affect readiness, so `markPodNotReady` writes nothing (as upstream).
 pub fn has_kruise_pod_ready_gate(pod: &Pod) -> bool {
-    pod.spec.as_ref().is_some_and(|spec| {
-        spec.readiness_gates
-            .iter()
-            .flatten()
-            .any(|gate| gate.condition_type == keys::KRUISE_POD_READY)
-    })
+    has_readiness_gate(pod, keys::KRUISE_POD_READY)
 }
 
 /// The Pod's `KruisePodReady` condition, if any.
@@ -246,15 +242,6 @@ pub(crate) fn status_patch_with_ready(
     let ready = ready_condition_after(pod, &kruise, now);
     let conditions: Vec<PodCondition> = std::iter::once(kruise).chain(ready).collect();
     status_patch(&conditions)
-}
-
-fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
 }
 
 #[cfg(test)]

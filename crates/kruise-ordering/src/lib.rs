@@ -6,12 +6,13 @@
 //! Every sort is total — it ends on the Pod's name — so the same Pods in any input
 //! order come out in the same order, which keeps plans reproducible and testable.
 //!
-//! - [`predicates`]: the basic facts (scheduled, phase, ready, available, cost, …).
+//! - [`predicates`]: the basic facts (scheduled, phase, ready, available, cost, labels,
+//!   revision, …), shared by every crate that reads Pods.
 //! - [`deletion`]: scale-in order (spec CloneSet §4.5.7) with co-location ranks.
 //! - [`update`]: update order (spec CloneSet §4.6.6): default, priority, scatter,
 //!   `PreparingUpdate` first.
 //! - [`scatter`]: the scatter interleaving on its own.
-//! - [`selector`]: label-selector matching for weight terms.
+//! - [`selector`]: label-selector matching and its string form.
 
 pub mod deletion;
 pub mod predicates;

@@ -1,4 +1,6 @@
-//! Basic facts about a Pod that every ranking rule is built from.
+//! Basic facts about a Pod that every ranking rule is built from, and the one home of
+//! Pod predicates for the other shared crates (`kruise-inplace`, `kruise-lifecycle`,
+//! `kruise-workload`) and the controllers.
 //!
 //! Each function reads one thing and decides nothing about order; the sort modules
 //! combine them. Definitions follow Kubernetes' `podutil` helpers unless a comment says
@@ -28,8 +30,17 @@ pub fn phase(pod: &Pod) -> &str {
 /// Counts toward the workload: not finished (phase Succeeded/Failed) and not being
 /// deleted (no `deletionTimestamp`).
 pub fn is_active(pod: &Pod) -> bool {
-    let finished = matches!(phase(pod), PHASE_SUCCEEDED | PHASE_FAILED);
-    !finished && pod.metadata.deletion_timestamp.is_none()
+    !is_finished(pod) && !is_terminating(pod)
+}
+
+/// Phase Failed or Succeeded: the Pod will not run again.
+pub fn is_finished(pod: &Pod) -> bool {
+    matches!(phase(pod), PHASE_SUCCEEDED | PHASE_FAILED)
+}
+
+/// Being deleted (`deletionTimestamp` set).
+pub fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
 }
 
 /// Bound to a node (`spec.nodeName` non-empty).
@@ -64,6 +75,14 @@ pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == type_)
+}
+
+/// Whether the Pod has a readiness gate on this condition type.
+pub fn has_readiness_gate(pod: &Pod, condition_type: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|g| g.condition_type == condition_type))
 }
 
 /// Condition `Ready=True`, whatever the phase (Kubernetes' `podutil.IsPodReady`). This
@@ -132,6 +151,12 @@ pub fn is_in_place_update_ready(pod: &Pod) -> bool {
     condition(pod, keys::INPLACE_UPDATE_READY).is_none_or(|c| c.status == STATUS_TRUE)
 }
 
+/// The `InPlaceUpdateReady` condition is absent or anything but `False`: CloneSet's
+/// `ready` count, looser than [`is_in_place_update_ready`] (an `Unknown` status passes).
+pub fn is_in_place_update_not_false(pod: &Pod) -> bool {
+    condition(pod, keys::INPLACE_UPDATE_READY).is_none_or(|c| c.status != "False")
+}
+
 /// Spec §4.4 `available`: lifecycle state empty or `Normal`, phase Running, Ready for
 /// at least `min_ready_seconds`, and `InPlaceUpdateReady` (if present) `True`. With
 /// `min_ready_seconds = 0` this is the spec's `ready`.
@@ -195,6 +220,17 @@ pub fn created_at(pod: &Pod) -> Option<Timestamp> {
 /// A label's value, if the Pod carries the label.
 pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Whether the Pod carries the label, whatever its value.
+pub fn has_label(pod: &Pod, key: &str) -> bool {
+    label(pod, key).is_some()
+}
+
+/// The Pod's `controller-revision-hash` label: the revision it was created from or last
+/// updated to (a full revision name or its short hash).
+pub fn revision_label(pod: &Pod) -> Option<&str> {
+    label(pod, keys::CONTROLLER_REVISION_HASH)
 }
 
 /// An annotation's value, if the Pod carries the annotation.
@@ -441,5 +477,56 @@ mod tests {
             Some("False")
         );
         assert!(condition(&pod, "Y").is_none());
+    }
+
+    #[test]
+    fn finished_and_terminating() {
+        assert!(is_finished(&PodBuilder::new("a").phase("Failed").build()));
+        assert!(is_finished(
+            &PodBuilder::new("a").phase("Succeeded").build()
+        ));
+        assert!(!is_finished(&PodBuilder::new("a").phase("Running").build()));
+        assert!(!is_finished(&PodBuilder::new("a").build()));
+        assert!(is_terminating(&PodBuilder::new("a").deleting(t(0)).build()));
+        assert!(!is_terminating(&PodBuilder::new("a").build()));
+    }
+
+    #[test]
+    fn labels_and_the_revision_label() {
+        let pod = PodBuilder::new("a")
+            .label(keys::CONTROLLER_REVISION_HASH, "web-abc")
+            .label("empty", "")
+            .build();
+        assert_eq!(revision_label(&pod), Some("web-abc"));
+        assert!(has_label(&pod, "empty"));
+        assert!(!has_label(&pod, "other"));
+        assert_eq!(revision_label(&PodBuilder::new("a").build()), None);
+    }
+
+    #[test]
+    fn in_place_update_not_false_lets_unknown_pass() {
+        let with = |status: &str| {
+            PodBuilder::new("a")
+                .condition(keys::INPLACE_UPDATE_READY, status)
+                .build()
+        };
+        assert!(is_in_place_update_not_false(&PodBuilder::new("a").build()));
+        assert!(is_in_place_update_not_false(&with("True")));
+        assert!(is_in_place_update_not_false(&with("Unknown")));
+        assert!(!is_in_place_update_not_false(&with("False")));
+        assert!(!is_in_place_update_ready(&with("Unknown")));
+    }
+
+    #[test]
+    fn readiness_gate_by_condition_type() {
+        let mut pod = PodBuilder::new("a").build();
+        assert!(!has_readiness_gate(&pod, keys::KRUISE_POD_READY));
+        pod.spec
+            .get_or_insert_with(Default::default)
+            .readiness_gates = Some(vec![k8s_openapi::api::core::v1::PodReadinessGate {
+            condition_type: keys::KRUISE_POD_READY.into(),
+        }]);
+        assert!(has_readiness_gate(&pod, keys::KRUISE_POD_READY));
+        assert!(!has_readiness_gate(&pod, keys::INPLACE_UPDATE_READY));
     }
 }

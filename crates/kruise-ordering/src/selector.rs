@@ -1,4 +1,5 @@
-//! `metav1.LabelSelector` matching, for `weightPriority[].matchSelector`.
+//! `metav1.LabelSelector` matching, for `weightPriority[].matchSelector` and a
+//! workload's Pods, and its string form (status `labelSelector`, list calls).
 //!
 //! Kept here (rather than pulling in a client crate) because the ordering crate is pure
 //! and only needs the four set-based operators.
@@ -58,6 +59,33 @@ fn requirement_matches(
         "DoesNotExist" => Ok(value.is_none()),
         other => Err(InvalidSelector::UnknownOperator(other.to_owned())),
     }
+}
+
+/// A selector in its string form, as `kubectl` and the scale subresource show it:
+/// `app=nginx,tier in (a,b)` (keys sorted, as `labels.Selector.String()`).
+pub fn format_selector(selector: &LabelSelector) -> String {
+    let mut parts: Vec<(String, String)> = Vec::new();
+    for (k, v) in selector.match_labels.iter().flatten() {
+        parts.push((k.clone(), format!("{k}={v}")));
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let mut values = e.values.clone().unwrap_or_default();
+        values.sort();
+        let text = match e.operator.as_str() {
+            "In" => format!("{} in ({})", e.key, values.join(",")),
+            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            other => format!("{} {other} ({})", e.key, values.join(",")),
+        };
+        parts.push((e.key.clone(), text));
+    }
+    parts.sort();
+    parts
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
@@ -136,5 +164,25 @@ mod tests {
         // Invalid even when another part already fails to match.
         let s = selector(&[("x", "y")], vec![expr("a", "Bogus", &[])]);
         assert!(matches(&s, &l).is_err());
+    }
+
+    #[test]
+    fn selector_string_form() {
+        let sel: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"b": "2", "a": "1"},
+            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]}, {"key": "d", "operator": "Exists"}]
+        }))
+        .unwrap();
+        assert_eq!(format_selector(&sel), "a=1,b=2,c in (x,y),d");
+    }
+
+    #[test]
+    fn selector_string_form_does_not_exist() {
+        let sel: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"b": "2", "a": "1"},
+            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]}, {"key": "d", "operator": "DoesNotExist"}]
+        }))
+        .unwrap();
+        assert_eq!(format_selector(&sel), "a=1,b=2,c in (x,y),!d");
     }
 }

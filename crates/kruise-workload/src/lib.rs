@@ -1,6 +1,7 @@
 //! What the workload controllers (CloneSet, Advanced StatefulSet, Advanced DaemonSet)
 //! share: revisions and history, partition/surge/unavailable arithmetic, expectations,
-//! and Pod/PVC writes with events.
+//! Pod/PVC writes with events, the per-Pod steps of an update round (refresh, in place),
+//! and image pre-download.
 
 pub mod action;
 pub mod admission;
@@ -10,7 +11,11 @@ pub mod execute;
 pub mod expectations;
 pub mod history;
 pub mod pod_defaults;
+pub mod predownload;
 pub mod revision;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod update;
 
 pub use action::{Action, Plan, Warning, min_duration};
 pub use control::{PatchKind, PodControl, PodMessages, slow_start};

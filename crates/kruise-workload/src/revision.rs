@@ -1,5 +1,5 @@
-//! ControllerRevisions: the revision data of a Pod template, its hash and name, and the
-//! ControllerRevision object that stores it.
+//! ControllerRevisions: the revision data of a Pod template, its hash and name, the
+//! ControllerRevision object that stores it, and which revision a Pod is at.
 //!
 //! OpenKruise stores `{"spec":{"template":{…,"$patch":"replace"}}}` serialized the way
 //! Go's `encoding/json` writes a `map[string]interface{}`: keys sorted, `<`, `>`, `&`
@@ -11,9 +11,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kruise_api::keys;
+use kruise_ordering::predicates::revision_label;
 use serde_json::{Map, Value};
 
 /// Kubernetes' `rand.SafeEncodeString` alphabet: no vowels, no 0/1/3 (avoids words and
@@ -193,6 +195,30 @@ pub fn short_hash(revision: &str) -> &str {
 /// Whether a Pod's `controller-revision-hash` label points at `revision`.
 pub fn same_revision(label: &str, revision: &str) -> bool {
     short_hash(label) == short_hash(revision)
+}
+
+/// A revision's name, `""` when unset.
+pub fn name_of(revision: &ControllerRevision) -> &str {
+    revision.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Whether the Pod's `controller-revision-hash` label points at the revision named
+/// `revision`.
+pub fn pod_at(pod: &Pod, revision: &str) -> bool {
+    revision_label(pod).is_some_and(|label| same_revision(label, revision))
+}
+
+/// The revision among `revisions` the Pod was created from or last updated to, by its
+/// `controller-revision-hash` label.
+pub fn revision_of<'r>(
+    revisions: &[&'r ControllerRevision],
+    pod: &Pod,
+) -> Option<&'r ControllerRevision> {
+    let label = revision_label(pod)?;
+    revisions
+        .iter()
+        .copied()
+        .find(|r| same_revision(label, name_of(r)))
 }
 
 /// A new ControllerRevision owned by `owner` (a controller ownerReference).

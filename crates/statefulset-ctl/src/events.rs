@@ -12,7 +12,10 @@ pub const CONTROLLER_NAME: &str = kruise_api::keys::STATEFULSET_CONTROLLER_NAME;
 /// Who this binary is (its client's User-Agent is `statefulset-ctl/<version>`).
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
 
+/// Reasons shared with CloneSet; the ImagePullJob events are reported (and worded) by
+/// `kruise_workload::predownload::apply`.
 pub use kruise_api::keys::{
+    EVENT_CREATED_IMAGE_PULL_JOB, EVENT_FAILED_CREATE_IMAGE_PULL_JOB,
     EVENT_FAILED_UPDATE_POD_IN_PLACE, EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
 };
 

@@ -1,5 +1,6 @@
 //! One reconcile: read the world from the caches, sync revisions, plan, hand the plan to
-//! the shared executor, write status, prune history. It decides nothing itself.
+//! the shared executor, write status, pre-download images (under the gate), prune
+//! history. It decides nothing itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_workload::Action as WorkloadAction;
 use kruise_workload::history::{self, RevisionSource};
+use kruise_workload::predownload;
 use kruise_workload::revision::revision_data;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -16,6 +18,7 @@ use kube::{Resource, ResourceExt};
 use crate::Context;
 use crate::error::{Error, Result};
 use crate::events::{self, CONTROLLER_NAME};
+use crate::plan::predownload::plan_predownload;
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, plan};
 
@@ -133,6 +136,21 @@ async fn reconcile_inner(sts: &StatefulSet, ctx: &Context) -> Result<Action> {
     if next != previous {
         let api: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &ns);
         kruise_runtime::apply_status(&api, sts, &next, CONTROLLER_NAME).await?;
+    }
+    if ctx.options.predownload {
+        // Spec 4.3.9: the rollout's ImagePullJobs, created once and removed when it is done.
+        let workload = predownload::Workload {
+            reference: &owner,
+            uid: &uid,
+            selector: &sts.spec.selector,
+            update_revision: world.update_revision_name(),
+            finished: predownload::rollout_finished(
+                (&previous.current_revision, &previous.update_revision),
+                (&next.current_revision, &next.update_revision),
+            ),
+        };
+        let outcome = plan_predownload(&world, next.updated_ready_replicas);
+        predownload::apply(&ctx.client, ctx.writer.control.events(), &workload, outcome).await?;
     }
     let limit = sts.spec.revision_history_limit() as usize;
     history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;

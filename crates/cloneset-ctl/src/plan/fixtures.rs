@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, PersistentVolumeClaim, Pod, PodCondition, PodReadinessGate,
-    PodSpec, PodStatus, PodTemplateSpec,
-};
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
@@ -16,6 +13,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetSpec};
 use kruise_api::keys;
 use kruise_workload::revision;
+use kruise_workload::testing::{
+    self, in_place_update_ready_gate, pod_template, running_status, set_label,
+};
+pub use kruise_workload::testing::{Ready, Rev, now};
 
 use super::{Options, World};
 
@@ -27,49 +28,12 @@ pub fn string(v: &str) -> IntOrString {
     IntOrString::String(v.into())
 }
 
-pub fn now() -> Timestamp {
-    Timestamp::from_second(1_700_000_000).unwrap()
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Rev {
-    Current,
-    Update,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Ready {
-    Yes,
-    No,
-}
-
 pub fn template(image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("app".into(), "cs".into())])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "nginx".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
+    pod_template("cs", image)
 }
 
 pub fn controller_revision(name: &str, image: &str, number: i64) -> ControllerRevision {
-    let data = revision::revision_data(&serde_json::to_value(template(image)).unwrap());
-    ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(format!("cs-{name}")),
-            ..Default::default()
-        },
-        data: Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(data)),
-        revision: number,
-    }
+    testing::controller_revision(&format!("cs-{name}"), &template(image), number)
 }
 
 /// The controller reference the fixture CloneSet puts on what it owns.
@@ -160,7 +124,6 @@ impl Fixture {
             Rev::Update => (self.update.metadata.name.clone().unwrap(), "nginx:1.7.9"),
         };
         let since = Time(self.now - jiff::SignedDuration::from_hours(1));
-        let ready_status = if ready == Ready::Yes { "True" } else { "False" };
         Pod {
             metadata: ObjectMeta {
                 name: Some(format!("cs-{id}")),
@@ -190,53 +153,19 @@ impl Fixture {
                     image: Some(image.into()),
                     ..Default::default()
                 }],
-                readiness_gates: Some(vec![PodReadinessGate {
-                    condition_type: keys::INPLACE_UPDATE_READY.into(),
-                }]),
+                readiness_gates: Some(in_place_update_ready_gate()),
                 ..Default::default()
             }),
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                conditions: Some(vec![
-                    PodCondition {
-                        type_: "Ready".into(),
-                        status: ready_status.into(),
-                        last_transition_time: Some(since.clone()),
-                        ..Default::default()
-                    },
-                    PodCondition {
-                        type_: keys::INPLACE_UPDATE_READY.into(),
-                        status: "True".into(),
-                        last_transition_time: Some(since),
-                        ..Default::default()
-                    },
-                ]),
-                container_statuses: Some(vec![ContainerStatus {
-                    name: "nginx".into(),
-                    image: image.into(),
-                    image_id: format!("{image}@sha256:1"),
-                    ready: ready == Ready::Yes,
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
+            status: Some(running_status(image, ready, since)),
         }
     }
 
     pub fn mark_specified_delete(&mut self, index: usize) {
-        self.pods[index]
-            .metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(keys::SPECIFIED_DELETE.into(), "true".into());
+        set_label(&mut self.pods[index], keys::SPECIFIED_DELETE, "true");
     }
 
     pub fn set_state(&mut self, index: usize, state: &str) {
-        self.pods[index]
-            .metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(keys::LIFECYCLE_STATE.into(), state.into());
+        set_label(&mut self.pods[index], keys::LIFECYCLE_STATE, state);
     }
 
     pub fn name(&self, index: usize) -> String {

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
-use kruise_workload::revision::same_revision;
+use kruise_workload::revision;
 
 /// Feature gates and flags that change the plan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,19 +64,11 @@ impl World<'_> {
     }
 
     pub fn update_revision_name(&self) -> &str {
-        self.update_revision
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
+        revision::name_of(self.update_revision)
     }
 
     pub fn current_revision_name(&self) -> &str {
-        self.current_revision
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
+        revision::name_of(self.current_revision)
     }
 
     pub fn replicas(&self) -> i32 {
@@ -89,15 +81,11 @@ impl World<'_> {
 
     /// The revision a Pod was created from, by its `controller-revision-hash` label.
     pub fn revision_of(&self, pod: &Pod) -> Option<&ControllerRevision> {
-        let label = revision_label(pod)?;
-        self.revisions
-            .iter()
-            .copied()
-            .find(|r| same_revision(label, r.metadata.name.as_deref().unwrap_or_default()))
+        revision::revision_of(&self.revisions, pod)
     }
 
     pub fn is_update_revision(&self, pod: &Pod) -> bool {
-        revision_label(pod).is_some_and(|l| same_revision(l, self.update_revision_name()))
+        revision::pod_at(pod, self.update_revision_name())
     }
 
     /// Specified for deletion: named in `podsToDelete` or labelled `apps.kruise.io/specified-delete`.
@@ -129,41 +117,12 @@ impl World<'_> {
             None | Some(LifecycleState::Normal) => {}
             Some(_) => return false,
         }
-        inplace_ready(pod)
+        kruise_ordering::predicates::is_in_place_update_not_false(pod)
             && kruise_ordering::predicates::is_available(pod, min_ready_seconds, self.now)
     }
 }
 
-/// The Pod's `controller-revision-hash` label.
-pub fn revision_label(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(keys::CONTROLLER_REVISION_HASH)
-        .map(String::as_str)
-}
-
-pub fn has_label(pod: &Pod, key: &str) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(key))
-}
-
-pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-/// `InPlaceUpdateReady` is not False (a missing condition counts as ready).
-pub fn inplace_ready(pod: &Pod) -> bool {
-    kruise_ordering::predicates::condition(pod, keys::INPLACE_UPDATE_READY)
-        .is_none_or(|c| c.status != "False")
-}
-
-pub fn pod_name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
-}
-
+pub use kruise_ordering::predicates::{has_label, label, name as pod_name, revision_label};
 pub use kruise_workload::action::{Action, Plan, Warning};
 
 /// Labels of a template as a map (empty when missing).

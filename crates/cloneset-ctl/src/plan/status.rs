@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{CloneSetCondition, CloneSetStatus};
 use kruise_api::keys;
+use kruise_ordering::selector::format_selector;
 
 use super::World;
 use super::diffs::diffs;
@@ -41,8 +42,8 @@ pub fn compute_status(
     };
     for pod in &world.pods {
         let updated = world.is_update_revision(pod);
-        let ready =
-            kruise_ordering::predicates::is_running_and_ready(pod) && super::inplace_ready(pod);
+        let ready = kruise_ordering::predicates::is_running_and_ready(pod)
+            && kruise_ordering::predicates::is_in_place_update_not_false(pod);
         let available = world.is_available(pod);
         s.replicas += 1;
         s.ready_replicas += i32::from(ready);
@@ -211,33 +212,6 @@ pub fn set_condition(
     }
 }
 
-/// A selector in its string form, as `kubectl` and the scale subresource show it:
-/// `app=cs,tier in (a,b)`.
-pub fn format_selector(selector: &LabelSelector) -> String {
-    let mut parts: Vec<(String, String)> = Vec::new();
-    for (k, v) in selector.match_labels.iter().flatten() {
-        parts.push((k.clone(), format!("{k}={v}")));
-    }
-    for e in selector.match_expressions.iter().flatten() {
-        let mut values = e.values.clone().unwrap_or_default();
-        values.sort();
-        let text = match e.operator.as_str() {
-            "In" => format!("{} in ({})", e.key, values.join(",")),
-            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            other => format!("{} {other} ({})", e.key, values.join(",")),
-        };
-        parts.push((e.key.clone(), text));
-    }
-    parts.sort();
-    parts
-        .into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
@@ -332,15 +306,5 @@ mod tests {
             c.message,
             "CloneSet revision cs-new has timed out progressing"
         );
-    }
-
-    #[test]
-    fn selector_string_form() {
-        let sel: LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchLabels": {"b": "2", "a": "1"},
-            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]}, {"key": "d", "operator": "Exists"}]
-        }))
-        .unwrap();
-        assert_eq!(format_selector(&sel), "a=1,b=2,c in (x,y),d");
     }
 }

@@ -6,11 +6,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
-use kruise_inplace::PodWrites;
-use kruise_lifecycle::{InPlaceUpdateGate, RefreshInput};
 use kruise_ordering::update::{UpdateOrderContext, sort_for_update_among};
 use kruise_workload::revision::{self, same_revision};
-use serde_json::{Value, json};
+use kruise_workload::update::{InPlaceUpdate, refresh_pod, update_in_place};
+use serde_json::json;
 
 use super::diffs::diffs;
 use super::{Action, Plan, World, has_label, pod_name, revision_label};
@@ -121,79 +120,39 @@ fn update_pod<'a>(
             && strategy != CloneSetUpdateStrategyType::InPlaceOnly
             && volume_claim_templates_changed(old, target))
     {
-        let old_data = old
-            .data
-            .as_ref()
-            .map(|d| d.0.clone())
-            .unwrap_or(Value::Null);
-        let new_data = target
-            .data
-            .as_ref()
-            .map(|d| d.0.clone())
-            .unwrap_or(Value::Null);
-        if let Ok(mut spec) = kruise_inplace::diff(
-            &old_data,
-            &new_data,
-            target_name,
-            world.options.env_from_metadata,
-        ) {
-            let lifecycle = world.lifecycle();
-            match kruise_lifecycle::in_place_update_gate(pod, lifecycle) {
-                InPlaceUpdateGate::EnterPreparingUpdate => {
-                    return Ok(kruise_lifecycle::transition(
-                        pod,
-                        LifecycleState::PreparingUpdate,
-                        lifecycle,
-                        world.now,
-                    )
-                    .map(|transition| Action::Lifecycle { pod, transition }));
-                }
-                InPlaceUpdateGate::Wait => return Ok(None),
-                InPlaceUpdateGate::NotAllowed => {
-                    return Err(format!(
-                        "not allowed to in-place update pod {} in state {}",
-                        pod_name(pod),
-                        kruise_lifecycle::state(pod)
-                            .map(|s| s.to_string())
-                            .unwrap_or_default()
-                    ));
-                }
-                InPlaceUpdateGate::Proceed => {}
-            }
-            spec.grace_seconds = world
+        let hash = revision::short_hash(target_name).to_string();
+        let revision_hash = if world.options.short_hash {
+            hash.clone()
+        } else {
+            target_name.to_string()
+        };
+        let update = InPlaceUpdate {
+            from: old,
+            to: target,
+            to_name: target_name,
+            env_from_metadata: world.options.env_from_metadata,
+            lifecycle: world.lifecycle(),
+            grace_seconds: world
                 .cs
                 .spec
                 .update_strategy
                 .in_place_update_strategy
                 .as_ref()
                 .map(|s| s.grace_period_seconds)
-                .unwrap_or(0);
-            let hash = revision::short_hash(target_name).to_string();
-            let labels = BTreeMap::from([
-                (
-                    keys::CONTROLLER_REVISION_HASH.to_string(),
-                    if world.options.short_hash {
-                        hash.clone()
-                    } else {
-                        target_name.to_string()
-                    },
-                ),
+                .unwrap_or(0),
+            labels: BTreeMap::from([
+                (keys::CONTROLLER_REVISION_HASH.to_string(), revision_hash),
                 (keys::POD_TEMPLATE_HASH.to_string(), hash),
-                (
-                    keys::LIFECYCLE_STATE.to_string(),
-                    LifecycleState::Updating.as_str().to_string(),
-                ),
-            ]);
-            let annotations = BTreeMap::from([(
-                keys::LIFECYCLE_TIMESTAMP.to_string(),
-                kruise_lifecycle::format_timestamp(world.now),
-            )]);
-            let writes = kruise_inplace::start_update(pod, &spec, &labels, &annotations, world.now);
-            return Ok(Some(Action::UpdateInPlace {
-                pod,
-                writes,
-                revision: target_name.to_string(),
-            }));
+            ]),
+            now: world.now,
+        };
+        let state = || {
+            kruise_lifecycle::state(pod)
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        };
+        if let Some(step) = update_in_place(pod, &update).step(pod, state) {
+            return step;
         }
     }
     if strategy == CloneSetUpdateStrategyType::InPlaceOnly {
@@ -234,51 +193,26 @@ fn refresh_pods<'a>(world: &World<'a>) -> Plan<'a> {
     let mut plan = Plan::default();
     let lifecycle = world.lifecycle();
     for pod in world.pods.iter().copied() {
-        let refresh = kruise_inplace::refresh(pod, revision_label(pod), world.now);
-        let mut writes = refresh.writes;
-        if let Some(wait) = writes.requeue_after.take() {
-            plan.requeue(wait);
-        }
-        if kruise_lifecycle::has_kruise_pod_ready_gate(pod)
-            && kruise_lifecycle::kruise_pod_ready_condition(pod).is_none()
-        {
-            add_condition(
-                &mut writes,
-                json!({"type": keys::KRUISE_POD_READY, "status": "True", "lastTransitionTime": kruise_lifecycle::format_timestamp(world.now)}),
-            );
-        }
-        if writes.pod_patch.is_none()
-            && !has_label(pod, keys::POD_TEMPLATE_HASH)
-            && let Some(rev) = revision_label(pod)
-        {
-            writes.pod_patch = Some(
+        let template_hash = || {
+            if has_label(pod, keys::POD_TEMPLATE_HASH) {
+                return None;
+            }
+            let rev = revision_label(pod)?;
+            Some(
                 json!({"metadata": {"labels": {keys::POD_TEMPLATE_HASH: revision::short_hash(rev)}}}),
-            );
-        }
-        let input = RefreshInput {
-            lifecycle,
-            pod_at_update_revision: world.is_update_revision(pod),
-            update_completed: refresh.completed,
+            )
         };
-        let next_state = kruise_lifecycle::refresh_target(pod, &input)
-            .and_then(|to| kruise_lifecycle::transition(pod, to, lifecycle, world.now));
-        if !writes.is_empty() {
-            plan.actions.push(Action::Refresh { pod, writes });
-        }
-        if let Some(transition) = next_state {
-            plan.actions.push(Action::Lifecycle { pod, transition });
-        }
+        let at_update_revision = world.is_update_revision(pod);
+        refresh_pod(
+            &mut plan,
+            pod,
+            lifecycle,
+            at_update_revision,
+            world.now,
+            template_hash,
+        );
     }
     plan
-}
-
-fn add_condition(writes: &mut PodWrites, condition: Value) {
-    let patch = writes
-        .status_patch
-        .get_or_insert_with(|| json!({"status": {"conditions": []}}));
-    if let Some(list) = patch["status"]["conditions"].as_array_mut() {
-        list.push(condition);
-    }
 }
 
 #[cfg(test)]
@@ -286,6 +220,7 @@ mod tests {
     use super::super::fixtures::*;
     use super::*;
     use kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType as T;
+    use kruise_workload::testing::{add_readiness_gate, assert_starts_in_place};
 
     fn kinds(plan: &Plan) -> Vec<&'static str> {
         plan.actions.iter().map(Action::kind).collect()
@@ -306,28 +241,7 @@ mod tests {
         f.add_pods(4, Rev::Current, Ready::Yes);
         let plan = plan_update(&f.world());
         assert_eq!(kinds(&plan), ["inplace"]);
-        match &plan.actions[0] {
-            Action::UpdateInPlace {
-                writes, revision, ..
-            } => {
-                assert_eq!(revision, "cs-new");
-                let patch = writes.pod_patch.as_ref().unwrap();
-                assert_eq!(patch["spec"]["containers"][0]["image"], "nginx:1.7.9");
-                assert_eq!(
-                    patch["metadata"]["labels"][keys::CONTROLLER_REVISION_HASH],
-                    "cs-new"
-                );
-                assert_eq!(
-                    patch["metadata"]["labels"][keys::LIFECYCLE_STATE],
-                    "Updating"
-                );
-                assert!(
-                    writes.status_patch.is_some(),
-                    "InPlaceUpdateReady=False first"
-                );
-            }
-            _ => unreachable!(),
-        }
+        assert_starts_in_place(&plan.actions[0], "cs-new", "nginx:1.7.9");
     }
 
     fn set_vct_hash(r: &mut k8s_openapi::api::apps::v1::ControllerRevision, hash: &str) {
@@ -458,16 +372,7 @@ mod tests {
         let mut f = Fixture::new(1).settled();
         f.add_pods(1, Rev::Update, Ready::Yes);
         f.set_state(0, "PreparingNormal");
-        f.pods[0]
-            .spec
-            .as_mut()
-            .unwrap()
-            .readiness_gates
-            .as_mut()
-            .unwrap()
-            .push(k8s_openapi::api::core::v1::PodReadinessGate {
-                condition_type: keys::KRUISE_POD_READY.into(),
-            });
+        add_readiness_gate(&mut f.pods[0], keys::KRUISE_POD_READY);
         let plan = plan_update(&f.world());
         assert_eq!(kinds(&plan), ["refresh", "lifecycle"]);
     }

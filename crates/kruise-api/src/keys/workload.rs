@@ -44,7 +44,7 @@ pub const KRUISE_POD_READY: &str = "KruisePodReady";
 /// Reason on `InPlaceUpdateReady=False`.
 pub const REASON_START_INPLACE_UPDATE: &str = "StartInPlaceUpdate";
 
-/// CloneSet annotations tuning image pre-download.
+/// Workload annotations tuning image pre-download (CloneSet, Advanced StatefulSet).
 pub const IMAGE_PREDOWNLOAD_PARALLELISM: &str = "apps.kruise.io/image-predownload-parallelism";
 pub const IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS: &str =
     "apps.kruise.io/image-predownload-timeout-seconds";
@@ -102,3 +102,7 @@ pub const EVENT_FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
 /// CloneSet's ReCreate update: the Pod is marked specified-delete.
 pub const EVENT_SUCCESSFUL_UPDATE_POD_RECREATE: &str = "SuccessfulUpdatePodReCreate";
 pub const EVENT_FAILED_UPDATE_POD_RECREATE: &str = "FailedUpdatePodReCreate";
+/// Image pre-download (CloneSet, Advanced StatefulSet): an ImagePullJob of a rollout was
+/// created, or failed to be.
+pub const EVENT_CREATED_IMAGE_PULL_JOB: &str = "CreatedImagePullJob";
+pub const EVENT_FAILED_CREATE_IMAGE_PULL_JOB: &str = "FailedCreateImagePullJob";

@@ -7,58 +7,29 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod,
-    PodCondition, PodReadinessGate, PodSpec, PodStatus, PodTemplateSpec,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kruise_api::apps_v1beta1::{
     RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec, StatefulSetUpdateStrategy,
     StatefulSetUpdateStrategyType,
 };
 use kruise_api::keys;
-use kruise_workload::revision;
+use kruise_workload::testing::{
+    self, in_place_update_ready_gate, pod_template, running_status, set_label,
+};
+pub use kruise_workload::testing::{Ready, Rev, now};
 
 use super::pods::{claim_name, claims_for};
 use super::{Action, Options, Plan, World, pod_name_for};
 
-pub fn now() -> Timestamp {
-    Timestamp::from_second(1_700_000_000).unwrap()
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rev {
-    Current,
-    Update,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ready {
-    Yes,
-    No,
-}
-
 /// The Pod template at `image`, with the `InPlaceUpdateReady` gate in-place updates need.
 pub fn template(image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([("app".into(), "nginx".into())])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "nginx".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            readiness_gates: Some(vec![PodReadinessGate {
-                condition_type: keys::INPLACE_UPDATE_READY.into(),
-            }]),
-            ..Default::default()
-        }),
-    }
+    let mut template = pod_template("nginx", image);
+    template.spec.as_mut().unwrap().readiness_gates = Some(in_place_update_ready_gate());
+    template
 }
 
 /// Revision `web-<name>` holding `template`.
@@ -67,15 +38,7 @@ pub fn controller_revision_of(
     template: PodTemplateSpec,
     number: i64,
 ) -> ControllerRevision {
-    let data = revision::revision_data(&serde_json::to_value(template).unwrap());
-    ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(format!("web-{name}")),
-            ..Default::default()
-        },
-        data: Some(RawExtension(data)),
-        revision: number,
-    }
+    testing::controller_revision(&format!("web-{name}"), &template, number)
 }
 
 pub struct Fixture {
@@ -168,36 +131,10 @@ impl Fixture {
         pod.metadata.resource_version = Some("1".into());
         pod.metadata.creation_timestamp = Some(Time(self.now - SignedDuration::from_hours(2)));
         // Only the in-place gate: the KruisePodReady condition is a refresh test's business.
-        pod.spec.as_mut().unwrap().readiness_gates = Some(vec![PodReadinessGate {
-            condition_type: keys::INPLACE_UPDATE_READY.into(),
-        }]);
+        pod.spec.as_mut().unwrap().readiness_gates = Some(in_place_update_ready_gate());
         pod.spec.as_mut().unwrap().node_name = Some(format!("node-{}", ordinal % 3));
         let since = Time(self.now - SignedDuration::from_hours(1));
-        pod.status = Some(PodStatus {
-            phase: Some("Running".into()),
-            conditions: Some(vec![
-                PodCondition {
-                    type_: "Ready".into(),
-                    status: if ready == Ready::Yes { "True" } else { "False" }.into(),
-                    last_transition_time: Some(since.clone()),
-                    ..Default::default()
-                },
-                PodCondition {
-                    type_: keys::INPLACE_UPDATE_READY.into(),
-                    status: "True".into(),
-                    last_transition_time: Some(since),
-                    ..Default::default()
-                },
-            ]),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "nginx".into(),
-                image: image.clone(),
-                image_id: format!("{image}@sha256:1"),
-                ready: ready == Ready::Yes,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
+        pod.status = Some(running_status(&image, ready, since));
         pod
     }
 
@@ -247,11 +184,7 @@ impl Fixture {
     }
 
     pub fn set_label(&mut self, ordinal: i32, key: &str, value: &str) {
-        self.pod_mut(ordinal)
-            .metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(key.into(), value.into());
+        set_label(self.pod_mut(ordinal), key, value);
     }
 
     pub fn mark_specified_delete(&mut self, ordinal: i32) {

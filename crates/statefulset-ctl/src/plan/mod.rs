@@ -29,8 +29,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::{PodManagementPolicyType, StatefulSet};
 use kruise_api::appspub::{Lifecycle, LifecycleState};
-use kruise_api::keys;
-use kruise_workload::revision::same_revision;
+use kruise_workload::revision;
 
 pub use kruise_workload::action::{Action, Plan, Warning};
 pub use ordinals::{Replicas, Slot, live_ordinals, ordinal_of, pod_name_for};
@@ -99,36 +98,24 @@ impl<'a> World<'a> {
     }
 
     pub fn update_revision_name(&self) -> &'a str {
-        self.update_revision
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
+        revision::name_of(self.update_revision)
     }
 
     pub fn current_revision_name(&self) -> &'a str {
-        self.current_revision
-            .metadata
-            .name
-            .as_deref()
-            .unwrap_or_default()
+        revision::name_of(self.current_revision)
     }
 
     pub fn is_update_revision(&self, pod: &Pod) -> bool {
-        revision_label(pod).is_some_and(|l| same_revision(l, self.update_revision_name()))
+        revision::pod_at(pod, self.update_revision_name())
     }
 
     pub fn is_current_revision(&self, pod: &Pod) -> bool {
-        revision_label(pod).is_some_and(|l| same_revision(l, self.current_revision_name()))
+        revision::pod_at(pod, self.current_revision_name())
     }
 
     /// The revision a Pod was created from, by its `controller-revision-hash` label.
     pub fn revision_of(&self, pod: &Pod) -> Option<&'a ControllerRevision> {
-        let label = revision_label(pod)?;
-        self.revisions
-            .iter()
-            .copied()
-            .find(|r| same_revision(label, r.metadata.name.as_deref().unwrap_or_default()))
+        revision::revision_of(&self.revisions, pod)
     }
 
     /// The live ordinals (spec 4.1.1), honouring `ordinals.start` only under its gate.
@@ -176,35 +163,9 @@ fn merge<'a>(plan: &mut Plan<'a>, other: Plan<'a>) {
     }
 }
 
-/// The Pod's `controller-revision-hash` label.
-pub fn revision_label(pod: &Pod) -> Option<&str> {
-    label(pod, keys::CONTROLLER_REVISION_HASH)
-}
-
-pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-pub fn has_label(pod: &Pod, key: &str) -> bool {
-    label(pod, key).is_some()
-}
-
-pub fn pod_name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
-}
-
-/// Being deleted (`deletionTimestamp` set).
-pub fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
-}
-
-/// Phase Failed or Succeeded: the Pod will not run again and must be replaced.
-pub fn is_finished(pod: &Pod) -> bool {
-    matches!(
-        kruise_ordering::predicates::phase(pod),
-        "Failed" | "Succeeded"
-    )
-}
+pub use kruise_ordering::predicates::{
+    has_label, is_finished, is_terminating, label, name as pod_name, revision_label,
+};
 
 /// Has a phase (the apiserver accepted it).
 pub fn is_created(pod: &Pod) -> bool {

@@ -1,9 +1,10 @@
 //! Spec 4.4: the set's status from its Pods.
 
 use k8s_openapi::api::apps::v1::StatefulSetCondition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1beta1::{StatefulSetStatus, StatefulSetUpdateStrategyType};
 use kruise_api::keys;
+use kruise_ordering::selector::format_selector;
 
 use super::{World, is_created, is_terminating};
 
@@ -104,33 +105,6 @@ fn set_condition(
             message: Some(message.into()),
         }),
     }
-}
-
-/// A selector in its string form, as `kubectl` and the scale subresource show it:
-/// `app=nginx,tier in (a,b)` (keys sorted, as `labels.Selector.String()`).
-pub fn format_selector(selector: &LabelSelector) -> String {
-    let mut parts: Vec<(String, String)> = Vec::new();
-    for (k, v) in selector.match_labels.iter().flatten() {
-        parts.push((k.clone(), format!("{k}={v}")));
-    }
-    for e in selector.match_expressions.iter().flatten() {
-        let mut values = e.values.clone().unwrap_or_default();
-        values.sort();
-        let text = match e.operator.as_str() {
-            "In" => format!("{} in ({})", e.key, values.join(",")),
-            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            other => format!("{} {other} ({})", e.key, values.join(",")),
-        };
-        parts.push((e.key.clone(), text));
-    }
-    parts.sort();
-    parts
-        .into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]
@@ -265,15 +239,5 @@ mod tests {
             Some("StatefulPodControl failed to update Pod error: nope")
         );
         assert_eq!(s2.conditions[2].type_, "FailedUpdatePod");
-    }
-
-    #[test]
-    fn selector_string_form() {
-        let sel: LabelSelector = serde_json::from_value(serde_json::json!({
-            "matchLabels": {"b": "2", "a": "1"},
-            "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]}, {"key": "d", "operator": "DoesNotExist"}]
-        }))
-        .unwrap();
-        assert_eq!(format_selector(&sel), "a=1,b=2,c in (x,y),!d");
     }
 }

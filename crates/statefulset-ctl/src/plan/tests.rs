@@ -8,6 +8,7 @@ use kruise_api::apps_v1beta1::{
 };
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
 use kruise_api::keys;
+use kruise_workload::testing::add_readiness_gate;
 
 use super::fixtures::*;
 use super::*;
@@ -113,16 +114,7 @@ fn ordered_ready_new_pod_gets_its_kruise_pod_ready_condition_while_scaling_waits
     // scaling waits on that Pod, so the refresh must not wait for the update phase.
     let mut f = Fixture::new(2);
     f.add_pods(&[0], Rev::Update, Ready::No);
-    f.pod_mut(0)
-        .spec
-        .as_mut()
-        .unwrap()
-        .readiness_gates
-        .as_mut()
-        .unwrap()
-        .push(k8s_openapi::api::core::v1::PodReadinessGate {
-            condition_type: keys::KRUISE_POD_READY.into(),
-        });
+    add_readiness_gate(f.pod_mut(0), keys::KRUISE_POD_READY);
     assert_eq!(summary(&round(&f)), ["refresh web-0"]);
 }
 

@@ -5,18 +5,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1beta1::{PodUpdateStrategyType, StatefulSetUpdateStrategyType};
-use kruise_api::appspub::LifecycleState;
 use kruise_api::intstr::{self, NotAPercentage, Rounding};
 use kruise_api::keys;
-use kruise_inplace::PodWrites;
-use kruise_lifecycle::{InPlaceUpdateGate, RefreshInput};
+use kruise_workload::update::{InPlaceUpdate, refresh_pod, update_in_place};
 use serde_json::{Map, Value, json};
 
 use super::ordinals::Replicas;
 use super::scale::delete_pod;
 use super::{
     Action, Plan, World, has_label, is_finished, is_preparing_delete, is_terminating, label,
-    pod_name, revision_label, wait_until_available,
+    pod_name, wait_until_available,
 };
 
 /// Every round, on every Pod of the set that scaling left alone (`touched`): continue
@@ -35,39 +33,19 @@ pub fn refresh_pods<'a>(
         if is_terminating(pod) || is_finished(pod) || touched.contains(pod_name(pod)) {
             continue;
         }
-        let refresh = kruise_inplace::refresh(pod, revision_label(pod), world.now);
-        let mut writes = refresh.writes;
-        if let Some(wait) = writes.requeue_after.take() {
-            plan.requeue(wait);
-        }
-        if kruise_lifecycle::has_kruise_pod_ready_gate(pod)
-            && kruise_lifecycle::kruise_pod_ready_condition(pod).is_none()
-        {
-            add_condition(
-                &mut writes,
-                json!({"type": keys::KRUISE_POD_READY, "status": "True", "lastTransitionTime": kruise_lifecycle::format_timestamp(world.now)}),
-            );
-        }
-        // One Pod patch per round: a second one would fail on the resourceVersion the
-        // first carries; the identity waits for the next round.
-        if writes.pod_patch.is_none()
-            && let Some(labels) = missing_identity(world, pod, ordinal)
-        {
-            writes.pod_patch = Some(json!({"metadata": {"labels": labels}}));
-        }
-        let input = RefreshInput {
-            lifecycle,
-            pod_at_update_revision: world.is_update_revision(pod),
-            update_completed: refresh.completed,
+        let identity = || {
+            missing_identity(world, pod, ordinal)
+                .map(|labels| json!({"metadata": {"labels": labels}}))
         };
-        let next_state = kruise_lifecycle::refresh_target(pod, &input)
-            .and_then(|to| kruise_lifecycle::transition(pod, to, lifecycle, world.now));
-        if !writes.is_empty() {
-            plan.actions.push(Action::Refresh { pod, writes });
-        }
-        if let Some(transition) = next_state {
-            plan.actions.push(Action::Lifecycle { pod, transition });
-        }
+        let at_update_revision = world.is_update_revision(pod);
+        refresh_pod(
+            &mut plan,
+            pod,
+            lifecycle,
+            at_update_revision,
+            world.now,
+            identity,
+        );
     }
     plan
 }
@@ -85,15 +63,6 @@ fn missing_identity(world: &World, pod: &Pod, ordinal: i32) -> Option<Map<String
         .map(|(k, v)| (k.to_string(), Value::String(v)))
         .collect();
     (!labels.is_empty()).then_some(labels)
-}
-
-fn add_condition(writes: &mut PodWrites, condition: Value) {
-    let patch = writes
-        .status_patch
-        .get_or_insert_with(|| json!({"status": {"conditions": []}}));
-    if let Some(list) = patch["status"]["conditions"].as_array_mut() {
-        list.push(condition);
-    }
 }
 
 /// Spec 4.3.2: `rollingUpdate.maxUnavailable` scaled on replicas rounding down, at
@@ -263,59 +232,28 @@ fn update_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>,
         && !is_preparing_delete(pod)
         && let Some(old) = world.revision_of(pod)
     {
-        let data = |r: &k8s_openapi::api::apps::v1::ControllerRevision| {
-            r.data.as_ref().map(|d| d.0.clone()).unwrap_or(Value::Null)
-        };
-        if let Ok(mut spec) = kruise_inplace::diff(
-            &data(old),
-            &data(world.update_revision),
-            target_name,
-            world.options.env_from_metadata,
-        ) {
-            let lifecycle = world.lifecycle();
-            match kruise_lifecycle::in_place_update_gate(pod, lifecycle) {
-                InPlaceUpdateGate::EnterPreparingUpdate => {
-                    return Ok(kruise_lifecycle::transition(
-                        pod,
-                        LifecycleState::PreparingUpdate,
-                        lifecycle,
-                        world.now,
-                    )
-                    .map(|transition| Action::Lifecycle { pod, transition }));
-                }
-                InPlaceUpdateGate::Wait => return Ok(None),
-                InPlaceUpdateGate::NotAllowed => {
-                    return Err(format!(
-                        "not allowed to in-place update pod {} in state {}",
-                        pod_name(pod),
-                        label(pod, keys::LIFECYCLE_STATE).unwrap_or_default()
-                    ));
-                }
-                InPlaceUpdateGate::Proceed => {}
-            }
-            spec.grace_seconds = rolling
+        let update = InPlaceUpdate {
+            from: old,
+            to: world.update_revision,
+            to_name: target_name,
+            env_from_metadata: world.options.env_from_metadata,
+            lifecycle: world.lifecycle(),
+            grace_seconds: rolling
                 .and_then(|r| r.in_place_update_strategy.as_ref())
-                .map_or(0, |s| s.grace_period_seconds);
-            let labels = BTreeMap::from([
-                (
-                    keys::CONTROLLER_REVISION_HASH.to_string(),
-                    target_name.to_string(),
-                ),
-                (
-                    keys::LIFECYCLE_STATE.to_string(),
-                    LifecycleState::Updating.as_str().to_string(),
-                ),
-            ]);
-            let annotations = BTreeMap::from([(
-                keys::LIFECYCLE_TIMESTAMP.to_string(),
-                kruise_lifecycle::format_timestamp(world.now),
-            )]);
-            let writes = kruise_inplace::start_update(pod, &spec, &labels, &annotations, world.now);
-            return Ok(Some(Action::UpdateInPlace {
-                pod,
-                writes,
-                revision: target_name.to_string(),
-            }));
+                .map_or(0, |s| s.grace_period_seconds),
+            labels: BTreeMap::from([(
+                keys::CONTROLLER_REVISION_HASH.to_string(),
+                target_name.to_string(),
+            )]),
+            now: world.now,
+        };
+        let state = || {
+            label(pod, keys::LIFECYCLE_STATE)
+                .unwrap_or_default()
+                .to_string()
+        };
+        if let Some(step) = update_in_place(pod, &update).step(pod, state) {
+            return step;
         }
     }
     if policy == PodUpdateStrategyType::InPlaceOnly {
@@ -334,8 +272,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kruise_api::apps_v1beta1::{PodManagementPolicyType, UnorderedUpdateStrategy};
     use kruise_api::appspub::{
-        Lifecycle, LifecycleHook, UpdatePriorityStrategy, UpdatePriorityWeightTerm,
+        Lifecycle, LifecycleHook, LifecycleState, UpdatePriorityStrategy, UpdatePriorityWeightTerm,
     };
+    use kruise_workload::testing::{add_readiness_gate, assert_starts_in_place};
 
     fn update(f: &Fixture) -> Plan<'_> {
         let world = f.world();
@@ -535,27 +474,7 @@ mod tests {
         f.add_pods(&[0, 1], Rev::Current, Ready::Yes);
         let plan = update(&f);
         assert_eq!(summary(&plan), ["inplace web-1"]);
-        let Action::UpdateInPlace {
-            writes, revision, ..
-        } = &plan.actions[0]
-        else {
-            unreachable!()
-        };
-        assert_eq!(revision, "web-new");
-        let patch = writes.pod_patch.as_ref().unwrap();
-        assert_eq!(patch["spec"]["containers"][0]["image"], "nginx:1.7.9");
-        assert_eq!(
-            patch["metadata"]["labels"][keys::CONTROLLER_REVISION_HASH],
-            "web-new"
-        );
-        assert_eq!(
-            patch["metadata"]["labels"][keys::LIFECYCLE_STATE],
-            "Updating"
-        );
-        assert!(
-            writes.status_patch.is_some(),
-            "InPlaceUpdateReady=False first"
-        );
+        assert_starts_in_place(&plan.actions[0], "web-new", "nginx:1.7.9");
 
         // An env change cannot go in place.
         let mut t = template("nginx:1.7.9");
@@ -660,16 +579,7 @@ mod tests {
         f.options.pod_index_label = true;
         f.add_pods(&[0], Rev::Update, Ready::Yes);
         assert!(refresh(&f).actions.is_empty());
-        f.pods[0]
-            .spec
-            .as_mut()
-            .unwrap()
-            .readiness_gates
-            .as_mut()
-            .unwrap()
-            .push(k8s_openapi::api::core::v1::PodReadinessGate {
-                condition_type: keys::KRUISE_POD_READY.into(),
-            });
+        add_readiness_gate(&mut f.pods[0], keys::KRUISE_POD_READY);
         f.pods[0]
             .metadata
             .labels
