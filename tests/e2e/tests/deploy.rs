@@ -316,20 +316,25 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
         assert_eq!(service["spec"]["publishNotReadyAddresses"], true);
     }
 
-    // The pre-download component turns the gate on and grants ImagePullJobs.
-    let docs = render_with("overlays/cloneset", "controllers/cloneset/predownload");
-    let container =
-        &deployment_of(&docs, "cloneset-ctl")["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(
-        env_value(container, "KRUISE_FEATURE_GATES"),
-        Some("PreDownloadImageForInPlaceUpdate=true")
-    );
-    let role = one(
-        &docs,
-        "ClusterRole",
-        "kruise-cloneset-controller-predownload",
-    );
-    assert_eq!(role["rules"][0]["resources"], json!(["imagepulljobs"]));
+    // The pre-download components turn the gate on and grant ImagePullJobs.
+    for kind in ["cloneset", "statefulset"] {
+        let docs = render_with(
+            &format!("overlays/{kind}"),
+            &format!("controllers/{kind}/predownload"),
+        );
+        let container = &deployment_of(&docs, &format!("{kind}-ctl"))["spec"]["template"]
+            ["spec"]["containers"][0];
+        assert_eq!(
+            env_value(container, "KRUISE_FEATURE_GATES"),
+            Some("PreDownloadImageForInPlaceUpdate=true")
+        );
+        let role = one(
+            &docs,
+            "ClusterRole",
+            &format!("kruise-{kind}-controller-predownload"),
+        );
+        assert_eq!(role["rules"][0]["resources"], json!(["imagepulljobs"]));
+    }
 
     // The webhook configurations shipped are the ones the controllers register.
     let (validating, mutating) = cloneset_ctl::webhook::configurations(None);
