@@ -322,8 +322,8 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             &format!("overlays/{kind}"),
             &format!("controllers/{kind}/predownload"),
         );
-        let container = &deployment_of(&docs, &format!("{kind}-ctl"))["spec"]["template"]
-            ["spec"]["containers"][0];
+        let container = &deployment_of(&docs, &format!("{kind}-ctl"))["spec"]["template"]["spec"]["containers"]
+            [0];
         assert_eq!(
             env_value(container, "KRUISE_FEATURE_GATES"),
             Some("PreDownloadImageForInPlaceUpdate=true")
