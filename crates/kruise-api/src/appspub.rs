@@ -39,7 +39,21 @@ pub struct LifecycleHook {
 
 /// Values of the `lifecycle.apps.kruise.io/state` Pod label.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantArray,
 )]
 pub enum LifecycleState {
     PreparingNormal,
@@ -60,25 +74,13 @@ impl LifecycleState {
         LifecycleState::PreparingDelete,
     ];
 
+    /// The label value.
     pub fn as_str(self) -> &'static str {
-        match self {
-            LifecycleState::PreparingNormal => "PreparingNormal",
-            LifecycleState::Normal => "Normal",
-            LifecycleState::PreparingUpdate => "PreparingUpdate",
-            LifecycleState::Updating => "Updating",
-            LifecycleState::Updated => "Updated",
-            LifecycleState::PreparingDelete => "PreparingDelete",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|state| state.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for LifecycleState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        s.parse().ok()
     }
 }
 

@@ -157,7 +157,21 @@ pub enum ContainerRecreateRequestFailurePolicy {
 /// Phase of a request (Pending, Recreating, Completed) or of one container in it
 /// (Pending, Recreating, Succeeded, Failed).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantArray,
 )]
 pub enum ContainerRecreateRequestPhase {
     /// Waiting for the agent (or for an earlier request on the same Pod).
@@ -174,24 +188,12 @@ pub enum ContainerRecreateRequestPhase {
 
 impl ContainerRecreateRequestPhase {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "Pending",
-            Self::Recreating => "Recreating",
-            Self::Succeeded => "Succeeded",
-            Self::Failed => "Failed",
-            Self::Completed => "Completed",
-        }
+        self.into()
     }
 
     /// Whether a container in this phase needs no more work.
     pub fn is_container_done(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
-    }
-}
-
-impl std::fmt::Display for ContainerRecreateRequestPhase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -201,7 +201,21 @@ pub struct ImageTagStatus {
 }
 
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantArray,
 )]
 pub enum ImagePullPhase {
     /// The pull has not started.
@@ -216,23 +230,12 @@ pub enum ImagePullPhase {
 
 impl ImagePullPhase {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Waiting => "Waiting",
-            Self::Pulling => "Pulling",
-            Self::Succeeded => "Succeeded",
-            Self::Failed => "Failed",
-        }
+        self.into()
     }
 
     /// Whether the pull has finished, successfully or not.
     pub fn is_finished(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
-    }
-}
-
-impl std::fmt::Display for ImagePullPhase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

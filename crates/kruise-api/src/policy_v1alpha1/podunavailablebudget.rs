@@ -9,8 +9,6 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::keys;
-
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "policy.kruise.io",
@@ -108,16 +106,28 @@ pub struct PodUnavailableBudgetStatus {
 
 /// A voluntary operation on a Pod that a PUB can protect against.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::EnumString,
+    strum::VariantArray,
 )]
+#[serde(rename_all = "UPPERCASE")]
+#[strum(serialize_all = "UPPERCASE")]
 pub enum PubOperation {
-    #[serde(rename = "DELETE")]
     Delete,
-    #[serde(rename = "EVICT")]
     Evict,
-    #[serde(rename = "UPDATE")]
     Update,
-    #[serde(rename = "RESIZE")]
     Resize,
 }
 
@@ -136,17 +146,13 @@ impl PubOperation {
         PubOperation::Update,
     ];
 
+    /// The upstream spelling (`DELETE`, ...), as in `kruise.io/pub-protect-operations`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            PubOperation::Delete => keys::PUB_OPERATION_DELETE,
-            PubOperation::Evict => keys::PUB_OPERATION_EVICT,
-            PubOperation::Update => keys::PUB_OPERATION_UPDATE,
-            PubOperation::Resize => keys::PUB_OPERATION_RESIZE,
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|op| op.as_str() == s)
+        s.parse().ok()
     }
 
     /// Parses the `kruise.io/pub-protect-operations` value (`"DELETE,EVICT"`); `None` if any
@@ -160,12 +166,6 @@ impl PubOperation {
             }
         }
         Some(ops)
-    }
-}
-
-impl std::fmt::Display for PubOperation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
