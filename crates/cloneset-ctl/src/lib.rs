@@ -12,13 +12,12 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
-use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, gates};
+use kruise_runtime::cache::prune;
+use kruise_runtime::{Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::watcher;
 
@@ -42,31 +41,12 @@ pub fn options(runtime: &Runtime) -> Options {
 
 /// The caches and the shared context.
 pub fn context(runtime: &Runtime) -> Arc<Context> {
+    // Every CloneSet Pod and PVC carries its instance id; nothing else is watched.
     let owned_pods = watcher::Config::default().labels(keys::CLONESET_INSTANCE_ID);
-    let clonesets = Cache::spawn_tolerant(
-        runtime.scoped_api::<Tolerant<CloneSet>>(),
-        watcher::Config::default(),
-        |cs: &mut CloneSet| prune_metadata(&mut cs.metadata),
-        runtime.readiness.register("cache clonesets"),
-    );
-    let pods = Cache::spawn(
-        runtime.scoped_api::<Pod>(),
-        owned_pods.clone(),
-        |p: &mut Pod| prune_metadata(&mut p.metadata),
-        runtime.readiness.register("cache pods"),
-    );
-    let pvcs = Cache::spawn(
-        runtime.scoped_api::<PersistentVolumeClaim>(),
-        owned_pods,
-        |c: &mut PersistentVolumeClaim| prune_metadata(&mut c.metadata),
-        runtime.readiness.register("cache persistentvolumeclaims"),
-    );
-    let revisions = Cache::spawn(
-        runtime.scoped_api::<ControllerRevision>(),
-        watcher::Config::default(),
-        |r: &mut ControllerRevision| prune_metadata(&mut r.metadata),
-        runtime.readiness.register("cache controllerrevisions"),
-    );
+    let clonesets = runtime.tolerant_cache::<CloneSet>(watcher::Config::default(), prune);
+    let pods = runtime.cache::<Pod>(owned_pods.clone(), prune);
+    let pvcs = runtime.cache::<PersistentVolumeClaim>(owned_pods, prune);
+    let revisions = runtime.cache::<ControllerRevision>(watcher::Config::default(), prune);
     Arc::new(Context {
         client: runtime.client.clone(),
         clonesets,
@@ -85,7 +65,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 }
 
 /// Runs the controller until shutdown: caches stay warm on every replica; only the lease
-/// holder reconciles.
+/// holder reconciles, a CloneSet whenever it or one of its Pods changes.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(
@@ -93,20 +73,11 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION),
         !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
     );
-    let configurations = webhook::configurations(runtime.settings.watch_namespace.as_deref());
-    let workers = runtime.settings.workers;
+    let (r, clonesets, pods) = (&ctx.reconciler, &ctx.clonesets, &ctx.pods);
+    let controller =
+        |workers| r.run_controller(clonesets, pods, workers, ctx.clone(), reconcile::reconcile);
     runtime
-        .serve_with_webhooks(routes, configurations, || controller(ctx.clone(), workers))
+        .serve_with_webhooks(routes, webhook::configurations, controller)
         .await?;
     Ok(())
-}
-
-/// One controller run over the shared caches.
-pub async fn controller(ctx: Arc<Context>, workers: u16) {
-    let r = &ctx.reconciler;
-    r.controller(&ctx.clonesets, workers)
-        .watches_shared_stream(ctx.pods.subscribe(), r.owner_of::<CloneSet, Pod>())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
-        .for_each(|_| async {})
-        .await;
 }

@@ -8,24 +8,22 @@
 //! Defaulting works on the JSON of the object, not on the typed struct, so fields our
 //! types do not know survive (the Pod template is kept exactly as sent).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetUpdateStrategyType};
 use kruise_api::intstr::{self, Rounding};
-use kruise_api::keys;
 use kruise_runtime::Cache;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, deny_forbidden,
-    deny_invalid, dynamic, json_patch,
+    AdmissionRequest, AdmissionResponse, Operation, Route, config, defaulting, deny_forbidden,
+    deny_invalid, dynamic, json_objects, json_patch,
 };
 use kruise_workload::{admission, pod_defaults};
 use kube::ResourceExt;
@@ -442,25 +440,7 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-cloneset",
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            let Some(object) = &req.object else {
-                return Ok(response);
-            };
-            let internal = |e: serde_json::Error| HandlerError::Internal(e.to_string());
-            let object = serde_json::to_value(object).map_err(internal)?;
-            let old = match (&req.operation, &req.old_object) {
-                (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
-                _ => None,
-            };
-            let patch = defaults_patch(&object, old.as_ref(), template_defaults);
-            if patch.0.is_empty() {
-                return Ok(response);
-            }
-            response
-                .with_patch(patch)
-                .map_err(|e| HandlerError::Internal(e.to_string()))
-        }),
+        defaulting(move |object, old| with_defaults_for(object, old, template_defaults)),
     );
     let validate_route = Route::new(
         VALIDATE_PATH,
@@ -468,18 +448,7 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
         dynamic(move |req| {
             let pods = pods.clone();
             async move {
-                let raw_new = req
-                    .object
-                    .as_ref()
-                    .map(serde_json::to_value)
-                    .transpose()
-                    .map_err(|e| HandlerError::Internal(e.to_string()))?;
-                let raw_old = req
-                    .old_object
-                    .as_ref()
-                    .map(serde_json::to_value)
-                    .transpose()
-                    .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                let (raw_new, raw_old) = json_objects(&req)?;
                 let typed_req: AdmissionRequest<CloneSet> = kruise_runtime::webhook::decode(req)?;
                 let response = AdmissionResponse::from(&typed_req);
                 if typed_req.operation == Operation::Delete {
@@ -519,73 +488,40 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let suffix = watch_namespace
-        .map(|ns| format!("-{ns}"))
-        .unwrap_or_default();
-    // Scoped configurations carry their namespace, so whoever removes the namespace can
-    // find them (`-l apps.kruise.io/webhook-scope=<ns>`).
-    let labels = watch_namespace
-        .map(|ns| BTreeMap::from([(keys::WEBHOOK_SCOPE.to_string(), ns.to_string())]));
-    let namespace_selector = watch_namespace.map(|ns| LabelSelector {
-        match_labels: Some(BTreeMap::from([(
-            "kubernetes.io/metadata.name".to_string(),
-            ns.to_string(),
-        )])),
-        ..Default::default()
-    });
-    let rule = |operations: &[&str]| RuleWithOperations {
-        api_groups: Some(vec!["apps.kruise.io".into()]),
-        api_versions: Some(vec!["v1alpha1".into()]),
-        resources: Some(vec!["clonesets".into()]),
-        operations: Some(operations.iter().map(|s| s.to_string()).collect()),
-        scope: Some("Namespaced".into()),
+    let rules = |operations: &[&str]| {
+        vec![config::rule(
+            "apps.kruise.io",
+            &["v1alpha1"],
+            &["clonesets"],
+            operations,
+            "Namespaced",
+        )]
     };
-    let client = |path: &str| WebhookClientConfig {
-        url: Some(path.into()),
-        ..Default::default()
-    };
-    let validating = ValidatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(format!("kruise-cloneset-validating{suffix}")),
-            labels: labels.clone(),
-            ..Default::default()
-        },
-        webhooks: Some(vec![ValidatingWebhook {
-            name: "vcloneset.kb.io".into(),
-            client_config: client(VALIDATE_PATH),
-            rules: Some(vec![rule(&["CREATE", "UPDATE", "DELETE"])]),
-            failure_policy: Some("Fail".into()),
-            namespace_selector: namespace_selector.clone(),
-            admission_review_versions: vec!["v1".into()],
-            side_effects: "None".into(),
-            timeout_seconds: Some(10),
-            ..Default::default()
-        }]),
-    };
-    let mutating = MutatingWebhookConfiguration {
-        metadata: ObjectMeta {
-            name: Some(format!("kruise-cloneset-mutating{suffix}")),
-            labels,
-            ..Default::default()
-        },
-        webhooks: Some(vec![MutatingWebhook {
-            name: "mcloneset.kb.io".into(),
-            client_config: client(MUTATE_PATH),
-            rules: Some(vec![rule(&["CREATE", "UPDATE"])]),
-            failure_policy: Some("Fail".into()),
-            namespace_selector,
-            admission_review_versions: vec!["v1".into()],
-            side_effects: "None".into(),
-            timeout_seconds: Some(10),
-            ..Default::default()
-        }]),
-    };
+    let validating = config::validating_configuration(
+        "kruise-cloneset",
+        watch_namespace,
+        vec![config::validating_webhook(
+            "vcloneset.kb.io",
+            VALIDATE_PATH,
+            rules(&["CREATE", "UPDATE", "DELETE"]),
+        )],
+    );
+    let mutating = config::mutating_configuration(
+        "kruise-cloneset",
+        watch_namespace,
+        vec![config::mutating_webhook(
+            "mcloneset.kb.io",
+            MUTATE_PATH,
+            rules(&["CREATE", "UPDATE"]),
+        )],
+    );
     (vec![validating], vec![mutating])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kruise_api::keys;
     use kruise_runtime::webhook::aggregate;
 
     struct NoPods;

@@ -35,6 +35,16 @@ pub fn prune_metadata(meta: &mut ObjectMeta) {
     }
 }
 
+/// [`prune_metadata`] of any object: what every cache removes at least.
+pub fn prune<K: Resource>(object: &mut K) {
+    prune_metadata(object.meta_mut());
+}
+
+/// The readiness check of a cache of `K`: `cache <plural>` (`cache pods`).
+pub fn check_name<K: Resource<DynamicType = ()>>() -> String {
+    format!("cache {}", K::plural(&()))
+}
+
 /// A cached kind: the store, the owner index, and a fan-out of changes.
 pub struct Cache<K>
 where
@@ -538,8 +548,26 @@ mod tests {
         prune_metadata(&mut meta);
         assert!(meta.managed_fields.is_none());
         assert_eq!(
-            meta.annotations.unwrap().keys().collect::<Vec<_>>(),
+            meta.annotations
+                .as_ref()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
             ["keep"]
+        );
+        // `prune` is the same on a whole object.
+        let mut p = Pod::default();
+        p.metadata.managed_fields = Some(vec![Default::default()]);
+        prune(&mut p);
+        assert!(p.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_cache_is_checked_for_readiness_by_its_plural() {
+        assert_eq!(check_name::<Pod>(), "cache pods");
+        assert_eq!(
+            check_name::<Tolerant<k8s_openapi::api::apps::v1::ControllerRevision>>(),
+            "cache controllerrevisions"
         );
     }
 }

@@ -204,33 +204,75 @@ impl Runtime {
         }
     }
 
+    /// A cache of a namespaced kind in this instance's scope ([`Runtime::scoped_api`]):
+    /// watched with `config`, each object pruned with `prune` ([`cache::prune`], or more)
+    /// before it is stored, its first full list a readiness check `cache <plural>`.
+    pub fn cache<K>(&self, config: kube::runtime::watcher::Config, prune: fn(&mut K)) -> Cache<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let ready = self.readiness.register(cache::check_name::<K>());
+        Cache::spawn(self.scoped_api(), config, prune, ready)
+    }
+
+    /// [`Runtime::cache`] for a custom resource: an object that does not decode is
+    /// logged and left out ([`Tolerant`]).
+    pub fn tolerant_cache<K>(
+        &self,
+        config: kube::runtime::watcher::Config,
+        prune: fn(&mut K),
+    ) -> Cache<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let ready = self.readiness.register(cache::check_name::<K>());
+        Cache::spawn_tolerant(self.scoped_api::<Tolerant<K>>(), config, prune, ready)
+    }
+
     /// An event publisher reporting as this controller.
     pub fn events(&self) -> Events {
         Events::new(self.client.clone(), &self.name)
     }
 
     /// The common `run()` of a controller with admission: serves `routes` on every
-    /// replica, registers `configurations` (when an endpoint is configured), runs
-    /// `controller()` while this replica leads until shutdown, and then, for a
+    /// replica, registers `configurations(scope)` for this instance's scope
+    /// (`KRUISE_WATCH_NAMESPACE`; when an endpoint is configured), runs
+    /// `controller(workers)` while this replica leads until shutdown, and then, for a
     /// namespace-scoped instance, removes the configurations again.
     pub async fn serve_with_webhooks<F, Fut>(
         &self,
         routes: Vec<webhook::Route>,
-        configurations: (
+        configurations: impl FnOnce(
+            Option<&str>,
+        ) -> (
             Vec<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>,
             Vec<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>,
         ),
-        controller: F,
+        mut controller: F,
     ) -> Result<(), Error>
     where
-        F: FnMut() -> Fut,
+        F: FnMut(u16) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
         let server = WebhookServer::start(self, routes).await?;
-        let (validating, mutating) = configurations;
+        let scope = self.settings.watch_namespace.as_deref();
+        let (validating, mutating) = configurations(scope);
         let registered = server.register_if_configured(validating, mutating).await?;
-        self.run_while_leader(controller).await?;
-        if registered && self.settings.watch_namespace.is_some() {
+        let workers = self.settings.workers;
+        self.run_while_leader(|| controller(workers)).await?;
+        if registered && scope.is_some() {
             server.unregister().await;
         }
         Ok(())

@@ -7,9 +7,10 @@
 //!   backoff reset on success;
 //! - [`Reconciler::error_policy`]: transient errors requeue with per-object exponential
 //!   backoff; a namespace being deleted is not retried;
-//! - [`Reconciler::controller`] and [`Reconciler::owner_of`]: the kube-runtime
-//!   `Controller` over a shared [`Cache`], triggered by the primary kind and by the
-//!   objects it controls (ownerReference `controller: true` of the primary's kind);
+//! - [`Reconciler::run_controller`] (or, for other triggers, [`Reconciler::controller`]
+//!   and [`Reconciler::owner_of`]): the kube-runtime `Controller` over a shared
+//!   [`Cache`], triggered by the primary kind and by the objects it controls
+//!   (ownerReference `controller: true` of the primary's kind);
 //! - [`apply_status`]: the status subresource written by server-side apply, one field
 //!   manager per controller.
 
@@ -135,6 +136,50 @@ impl Reconciler {
             .concurrency(workers)
             .debounce(Duration::from_millis(50));
         Controller::for_shared_stream(changes, primary.store().clone()).with_config(config)
+    }
+
+    /// Runs the `Controller` of `primary` until shutdown: an object is reconciled when it
+    /// or an `owned` object it controls changes, `reconcile` runs inside
+    /// [`Reconciler::run`] and its errors are retried as [`Reconciler::error_policy`] says.
+    pub async fn run_controller<K, C, Ctx, E, Fut>(
+        &self,
+        primary: &Cache<K>,
+        owned: &Cache<C>,
+        workers: u16,
+        ctx: Arc<Ctx>,
+        reconcile: fn(Arc<K>, Arc<Ctx>) -> Fut,
+    ) where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        Ctx: Send + Sync + 'static,
+        E: ReconcileError,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let (this, policy) = (self.clone(), self.clone());
+        self.controller(primary, workers)
+            .watches_shared_stream(owned.subscribe(), self.owner_of::<K, C>())
+            .run(
+                move |obj, ctx| {
+                    let this = this.clone();
+                    async move { this.run(obj.as_ref(), reconcile(obj.clone(), ctx)).await }
+                },
+                move |obj, err, _| policy.error_policy(obj.as_ref(), err),
+                ctx,
+            )
+            .for_each(|_| async {})
+            .await;
     }
 
     /// Maps an owned object to its controller of kind `K` (and counts the trigger).

@@ -47,11 +47,14 @@ pub enum Action<'a> {
         pvc: Box<PersistentVolumeClaim>,
         pod: String,
     },
-    /// Merge-patch a PVC (its ownerReferences, for a retention policy).
+    /// Merge-patch a PVC (its ownerReferences: for a retention policy, or to hand it to
+    /// its terminating Pod).
     PatchPvc {
         pvc: &'a PersistentVolumeClaim,
         patch: serde_json::Value,
     },
+    /// Delete a PVC no Pod will use again (UID precondition).
+    DeletePvc { pvc: &'a PersistentVolumeClaim },
 }
 
 impl Action<'_> {
@@ -67,6 +70,7 @@ impl Action<'_> {
             Action::Release { .. } => "release",
             Action::CreatePvc { .. } => "create-pvc",
             Action::PatchPvc { .. } => "patch-pvc",
+            Action::DeletePvc { .. } => "delete-pvc",
         }
     }
 
@@ -84,7 +88,7 @@ impl Action<'_> {
             | Action::Refresh { pod, .. }
             | Action::Release { pod } => name(&pod.metadata),
             Action::CreatePvc { pvc, .. } => name(&pvc.metadata),
-            Action::PatchPvc { pvc, .. } => name(&pvc.metadata),
+            Action::PatchPvc { pvc, .. } | Action::DeletePvc { pvc } => name(&pvc.metadata),
         }
     }
 }
@@ -117,10 +121,62 @@ impl Plan<'_> {
     }
 }
 
+impl<'a> Plan<'a> {
+    /// Appends `other` (its actions after this plan's), keeping the earliest requeue.
+    pub fn append(&mut self, other: Plan<'a>) {
+        self.actions.extend(other.actions);
+        self.warnings.extend(other.warnings);
+        self.errors.extend(other.errors);
+        if let Some(after) = other.requeue_after {
+            self.requeue(after);
+        }
+    }
+}
+
 /// The earlier of two optional deadlines.
 pub fn min_duration(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appending_keeps_order_and_the_earliest_requeue() {
+        let pvc = |name: &str| PersistentVolumeClaim {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let (a, b) = (pvc("a"), pvc("b"));
+        let mut plan = Plan {
+            actions: vec![Action::DeletePvc { pvc: &a }],
+            errors: vec!["first".into()],
+            requeue_after: Some(Duration::from_secs(30)),
+            ..Default::default()
+        };
+        plan.append(Plan {
+            actions: vec![Action::DeletePvc { pvc: &b }],
+            warnings: vec![Warning {
+                reason: "R",
+                message: "m".into(),
+            }],
+            errors: vec!["second".into()],
+            requeue_after: Some(Duration::from_secs(5)),
+        });
+        let names: Vec<_> = plan.actions.iter().map(Action::object_name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(plan.actions[0].kind(), "delete-pvc");
+        assert_eq!(plan.errors, ["first", "second"]);
+        assert_eq!(plan.warnings.len(), 1);
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(5)));
+        plan.append(Plan::default());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(5)));
     }
 }

@@ -3,10 +3,13 @@
 //! number at a time. Every write is recorded in the owner's expectations, so the next
 //! reconcile waits until the cache has seen it.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kruise_api::keys;
 use kruise_inplace::PodWrites;
-use kube::ResourceExt;
+use kube::runtime::controller::Action as Next;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::action::Action;
@@ -16,6 +19,9 @@ use kube::runtime::reflector::ObjectRef;
 
 /// How many Pod writes (other than creations) run at once.
 const CONCURRENT_WRITES: usize = 16;
+
+/// How soon to look again while the caches do not show an owner's writes yet.
+pub const EXPECTATION_POLL: Duration = Duration::from_millis(500);
 
 /// The write side a workload controller shares across its reconciles: the Pod/PVC writer
 /// and what it expects the caches to show next.
@@ -70,6 +76,28 @@ impl Writer {
         }
         tracing::debug!(?pending, ?pending_pvcs, "waiting for the cache");
         false
+    }
+
+    /// What a reconcile of `owner` does instead of planning, if it must not plan now: an
+    /// owner being deleted has nothing left to plan (what it expected is dropped); while
+    /// the caches (`pods`, `pvcs`) do not show every write it made, look again after
+    /// [`EXPECTATION_POLL`] (a plan on a stale view would, say, create Pods twice).
+    pub fn hold_off<K: Resource>(
+        &self,
+        owner: &K,
+        pods: &kruise_runtime::Cache<Pod>,
+        pvcs: &kruise_runtime::Cache<PersistentVolumeClaim>,
+        now: jiff::Timestamp,
+    ) -> Option<Next> {
+        let meta = owner.meta();
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        if meta.deletion_timestamp.is_some() {
+            self.forget(uid);
+            return Some(Next::await_change());
+        }
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        (!self.caches_caught_up(uid, namespace, pods, pvcs, now))
+            .then(|| Next::requeue(EXPECTATION_POLL))
     }
 
     /// The owner is gone: nothing it expected matters any more.
@@ -307,6 +335,15 @@ impl Writer {
                     );
                 }
                 Ok(())
+            }
+            Action::DeletePvc { pvc } => {
+                let expected = Expected::Deleted(pvc.name_any());
+                self.pvcs.expect(uid, expected.clone(), now);
+                let result = self.control.delete_pvc(owner, pvc).await;
+                if result.is_err() {
+                    self.pvcs.forget_one(uid, &expected);
+                }
+                result
             }
         }
     }

@@ -67,10 +67,6 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     let revision_namespace = scope
         .clone()
         .unwrap_or_else(|| runtime.settings.namespace.clone());
-    let pods_api: Api<Pod> = match &scope {
-        Some(ns) => Api::namespaced(runtime.client.clone(), ns),
-        None => Api::all(runtime.client.clone()),
-    };
     let namespaces_config = match &scope {
         Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
         None => watcher::Config::default(),
@@ -81,12 +77,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         |ss: &mut SidecarSet| prune_metadata(&mut ss.metadata),
         runtime.readiness.register("cache sidecarsets"),
     );
-    let pods = Cache::spawn(
-        pods_api,
-        watcher::Config::default(),
-        prune_pod,
-        runtime.readiness.register("cache pods"),
-    );
+    let pods = runtime.cache::<Pod>(watcher::Config::default(), prune_pod);
     let namespaces = Cache::spawn(
         Api::<Namespace>::all(runtime.client.clone()),
         namespaces_config,

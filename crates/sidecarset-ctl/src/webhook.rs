@@ -215,35 +215,24 @@ pub fn patch_between(before: &Pod, after: &Pod) -> Result<json_patch::Patch, ser
 pub fn mutate_sidecarset(
     req: AdmissionRequest<DynamicObject>,
 ) -> Result<AdmissionResponse, HandlerError> {
-    let response = AdmissionResponse::from(&req);
-    let Some(object) = &req.object else {
-        return Ok(response);
-    };
-    let raw = serde_json::to_value(object).map_err(internal)?;
-    let old = match (&req.operation, &req.old_object) {
-        (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
-        _ => None,
-    };
-    let mut defaulted = defaults::with_defaults_from(&raw, old.as_ref());
-    // A spec that does not decode gets no hashes; validation then names the field.
-    if let Ok(ss) = serde_json::from_value::<SidecarSet>(defaulted.clone()) {
-        let h = hash::hashes(&ss.spec);
-        if let Some(meta) = defaulted.get_mut("metadata").and_then(Value::as_object_mut) {
-            let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(a) = annotations.as_object_mut() {
-                a.insert(keys::SIDECARSET_HASH.into(), json!(h.hash));
-                a.insert(
-                    keys::SIDECARSET_HASH_WITHOUT_IMAGE.into(),
-                    json!(h.without_image),
-                );
+    kruise_runtime::webhook::mutate_json(&req, |raw, old| {
+        let mut defaulted = defaults::with_defaults_from(raw, old);
+        // A spec that does not decode gets no hashes; validation then names the field.
+        if let Ok(ss) = serde_json::from_value::<SidecarSet>(defaulted.clone()) {
+            let h = hash::hashes(&ss.spec);
+            if let Some(meta) = defaulted.get_mut("metadata").and_then(Value::as_object_mut) {
+                let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+                if let Some(a) = annotations.as_object_mut() {
+                    a.insert(keys::SIDECARSET_HASH.into(), json!(h.hash));
+                    a.insert(
+                        keys::SIDECARSET_HASH_WITHOUT_IMAGE.into(),
+                        json!(h.without_image),
+                    );
+                }
             }
         }
-    }
-    let patch = json_patch::diff(&raw, &defaulted);
-    if patch.0.is_empty() {
-        return Ok(response);
-    }
-    response.with_patch(patch).map_err(internal)
+        defaulted
+    })
 }
 
 /// SidecarSet CREATE/UPDATE: spec 3.

@@ -11,13 +11,12 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_api::keys;
-use kruise_runtime::cache::prune_metadata;
-use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, gates};
+use kruise_runtime::cache::prune;
+use kruise_runtime::{Cache, Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::watcher;
 
@@ -50,36 +49,19 @@ pub fn options(runtime: &Runtime) -> Options {
 
 /// The caches and the shared context.
 pub fn context(runtime: &Runtime) -> Arc<Context> {
-    let sets = Cache::spawn_tolerant(
-        runtime.scoped_api::<Tolerant<StatefulSet>>(),
-        watcher::Config::default(),
-        |s: &mut StatefulSet| prune_metadata(&mut s.metadata),
-        runtime.readiness.register("cache statefulsets"),
-    );
+    let sets = runtime.tolerant_cache::<StatefulSet>(watcher::Config::default(), prune);
     // Every StatefulSet Pod carries its identity label; nothing else is watched.
-    let pods = Cache::spawn(
-        runtime.scoped_api::<Pod>(),
+    let pods = runtime.cache::<Pod>(
         watcher::Config::default().labels(keys::STATEFULSET_POD_NAME),
-        |p: &mut Pod| prune_metadata(&mut p.metadata),
-        runtime.readiness.register("cache pods"),
+        prune,
     );
     // Claims are found by name (`<template>-<set>-<ordinal>`): by default they have no
     // owner and no label of ours.
-    let pvcs = Cache::spawn(
-        runtime.scoped_api::<PersistentVolumeClaim>(),
-        watcher::Config::default(),
-        |c: &mut PersistentVolumeClaim| {
-            prune_metadata(&mut c.metadata);
-            c.metadata.annotations = None;
-        },
-        runtime.readiness.register("cache persistentvolumeclaims"),
-    );
-    let revisions = Cache::spawn(
-        runtime.scoped_api::<ControllerRevision>(),
-        watcher::Config::default(),
-        |r: &mut ControllerRevision| prune_metadata(&mut r.metadata),
-        runtime.readiness.register("cache controllerrevisions"),
-    );
+    let pvcs = runtime.cache::<PersistentVolumeClaim>(watcher::Config::default(), |c| {
+        prune(c);
+        c.metadata.annotations = None;
+    });
+    let revisions = runtime.cache::<ControllerRevision>(watcher::Config::default(), prune);
     Arc::new(Context {
         client: runtime.client.clone(),
         sets,
@@ -101,27 +83,18 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 }
 
 /// Runs until shutdown: every replica keeps its caches warm and serves admission; only
-/// the lease holder reconciles.
+/// the lease holder reconciles, a StatefulSet whenever it or one of its Pods changes.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(
         runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION),
         !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
     );
-    let configurations = webhook::configurations(runtime.settings.watch_namespace.as_deref());
-    let workers = runtime.settings.workers;
+    let (r, sets, pods) = (&ctx.reconciler, &ctx.sets, &ctx.pods);
+    let controller =
+        |workers| r.run_controller(sets, pods, workers, ctx.clone(), reconcile::reconcile);
     runtime
-        .serve_with_webhooks(routes, configurations, || controller(ctx.clone(), workers))
+        .serve_with_webhooks(routes, webhook::configurations, controller)
         .await?;
     Ok(())
-}
-
-/// One controller run over the shared caches.
-pub async fn controller(ctx: Arc<Context>, workers: u16) {
-    let r = &ctx.reconciler;
-    r.controller(&ctx.sets, workers)
-        .watches_shared_stream(ctx.pods.subscribe(), r.owner_of::<StatefulSet, Pod>())
-        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
-        .for_each(|_| async {})
-        .await;
 }

@@ -3,7 +3,6 @@
 //! history. It decides nothing itself.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::StatefulSet;
@@ -22,35 +21,17 @@ use crate::plan::predownload::plan_predownload;
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, plan};
 
-/// How soon to look again while waiting for the cache to show our own writes.
-const EXPECTATION_POLL: Duration = Duration::from_millis(500);
-
+/// Runs inside `Reconciler::run` (span, metrics, backoff).
 pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action> {
-    ctx.reconciler
-        .run(sts.as_ref(), reconcile_inner(&sts, &ctx))
-        .await
-}
-
-pub fn error_policy(sts: Arc<StatefulSet>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.reconciler.error_policy(sts.as_ref(), err)
-}
-
-async fn reconcile_inner(sts: &StatefulSet, ctx: &Context) -> Result<Action> {
+    let (sts, ctx) = (sts.as_ref(), ctx.as_ref());
     let missing = || Error::MissingObjectKey(sts.name_any());
     let ns = sts.namespace().ok_or_else(missing)?;
     let uid = sts.uid().ok_or_else(missing)?;
-    if sts.meta().deletion_timestamp.is_some() {
-        ctx.writer.forget(&uid);
-        return Ok(Action::await_change());
-    }
-
-    // Wait until the cache shows what we did last round.
+    // Not while it is being deleted, nor before the caches show what we did last
+    // round.
     let now = jiff::Timestamp::now();
-    if !ctx
-        .writer
-        .caches_caught_up(&uid, &ns, &ctx.pods, &ctx.pvcs, now)
-    {
-        return Ok(Action::requeue(EXPECTATION_POLL));
+    if let Some(later) = ctx.writer.hold_off(sts, &ctx.pods, &ctx.pvcs, now) {
+        return Ok(later);
     }
 
     // Owned Pods that stopped matching the selector are released.

@@ -51,6 +51,8 @@ pub fn owner_ref() -> OwnerReference {
 pub struct Fixture {
     pub cs: CloneSet,
     pub pods: Vec<Pod>,
+    /// Pods the CloneSet owns but does not manage (inactive, or not selected).
+    pub others: Vec<Pod>,
     pub pvcs: Vec<PersistentVolumeClaim>,
     pub current: ControllerRevision,
     pub update: ControllerRevision,
@@ -80,6 +82,7 @@ impl Fixture {
         Fixture {
             cs,
             pods: Vec::new(),
+            others: Vec::new(),
             pvcs: Vec::new(),
             current: controller_revision("old", "nginx:alpine", 1),
             update: controller_revision("new", "nginx:1.7.9", 2),
@@ -99,6 +102,7 @@ impl Fixture {
         World {
             cs: &self.cs,
             pods: self.pods.iter().collect(),
+            owned: self.pods.iter().chain(&self.others).collect(),
             pvcs: self.pvcs.iter().collect(),
             current_revision: &self.current,
             update_revision: &self.update,

@@ -2,9 +2,17 @@
 //! revisions and the time, decide what to do. No client, no clock, no randomness (new
 //! instance ids come from the caller). Most tests live here.
 //!
-//! A reconcile runs [`scale::plan_scale`]; only if it changes nothing does
-//! [`update::plan_update`] run (spec 4.1.3): scaling and updating in the same round would
-//! act on counts the other just invalidated.
+//! A round ([`plan`]) is:
+//! 1. letting go of what is no longer the CloneSet's: owned Pods that stopped matching the
+//!    selector are released, and under `disablePVCReuse` the PVCs no active Pod uses are
+//!    handed to their terminating Pod or deleted ([`pods::pvc_cleanup`], spec 4.3.6);
+//! 2. [`scale::plan_scale`]; only if it changes nothing, [`update::plan_update`] (spec
+//!    4.1.3): scaling and updating in the same round would act on counts the other just
+//!    invalidated;
+//! 3. the CloneSet's own `podsToDelete`, without the names that match no Pod (spec 4.5.9).
+//!
+//! [`status::compute_status`] derives the status (and when to look again) and
+//! [`predownload::plan_predownload`] the image pre-download of a rollout.
 
 pub mod diffs;
 pub mod pods;
@@ -21,7 +29,10 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_ordering::predicates::is_active;
 use kruise_workload::revision;
+
+pub use status::{PhaseErrors, compute_status};
 
 /// Feature gates and flags that change the plan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,8 +57,11 @@ pub struct Options {
 /// Everything the plan looks at.
 pub struct World<'a> {
     pub cs: &'a CloneSet,
-    /// Active Pods owned by the CloneSet (not terminal, not being deleted).
+    /// The Pods the CloneSet manages: owned, active (not terminal, not being deleted)
+    /// and matching its selector ([`managed`]).
     pub pods: Vec<&'a Pod>,
+    /// Every Pod the CloneSet owns, whatever its state or labels.
+    pub owned: Vec<&'a Pod>,
     /// PVCs owned by the CloneSet, not being deleted.
     pub pvcs: Vec<&'a PersistentVolumeClaim>,
     pub current_revision: &'a ControllerRevision,
@@ -125,6 +139,105 @@ impl World<'_> {
 pub use kruise_ordering::predicates::{has_label, label, name as pod_name, revision_label};
 pub use kruise_workload::action::{Action, Plan, Warning};
 
+/// The phase whose writes a round carries out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Scale,
+    Update,
+}
+
+/// What one reconcile round decides (see the module docs).
+#[derive(Debug)]
+pub struct Round<'a> {
+    /// Released Pods and cleaned-up PVCs: carried out before the phase, and a failure
+    /// ends the round.
+    pub cleanup: Vec<Action<'a>>,
+    /// The writes, warnings and requeue of [`Round::phase`]; its `errors` are in
+    /// [`Round::errors`], by phase.
+    pub plan: Plan<'a>,
+    /// `Scale` when scaling changes something (update then waits for the next round),
+    /// else `Update`: a failure to carry out `plan` is that phase's failure.
+    pub phase: Phase,
+    /// What each phase could not plan (its failure condition).
+    pub errors: PhaseErrors,
+    /// Spec 4.5.9: the `scaleStrategy.podsToDelete` to write back, when names in it
+    /// match no Pod of the CloneSet.
+    pub pods_to_delete: Option<Vec<String>>,
+}
+
+/// One reconcile round. `fresh_ids` supplies new instance ids (random in production).
+pub fn plan<'a>(world: &World<'a>, fresh_ids: &mut dyn Iterator<Item = String>) -> Round<'a> {
+    let owner_uid = world.cs.metadata.uid.as_deref().unwrap_or_default();
+    let mut cleanup: Vec<Action<'a>> = pods::pvc_cleanup(world.cs, &world.owned, &world.pvcs)
+        .into_iter()
+        .map(|step| step.action(owner_uid))
+        .collect();
+    cleanup.extend(
+        world
+            .owned
+            .iter()
+            .copied()
+            .filter(|p| is_active(p) && !selects(world.cs, p))
+            .map(|pod| Action::Release { pod }),
+    );
+
+    let mut errors = PhaseErrors::default();
+    let mut plan = scale::plan_scale(world, fresh_ids);
+    errors.scale = joined(std::mem::take(&mut plan.errors));
+    let phase = if plan.changes_something() {
+        Phase::Scale
+    } else {
+        let mut update = update::plan_update(world);
+        errors.update = joined(std::mem::take(&mut update.errors));
+        plan.append(update);
+        Phase::Update
+    };
+    Round {
+        cleanup,
+        plan,
+        phase,
+        errors,
+        pods_to_delete: pruned_pods_to_delete(world),
+    }
+}
+
+fn joined(errors: Vec<String>) -> Option<String> {
+    (!errors.is_empty()).then(|| errors.join("; "))
+}
+
+/// Whether the CloneSet's selector selects `pod` (an invalid selector selects nothing).
+pub fn selects(cs: &CloneSet, pod: &Pod) -> bool {
+    let none = BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&none);
+    kruise_ordering::selector::matches(&cs.spec.selector, labels).unwrap_or(false)
+}
+
+/// The Pods the CloneSet manages among those it owns: active and selected.
+pub fn managed<'a>(cs: &CloneSet, owned: &[&'a Pod]) -> Vec<&'a Pod> {
+    owned
+        .iter()
+        .copied()
+        .filter(|p| is_active(p) && selects(cs, p))
+        .collect()
+}
+
+/// Spec 4.5.9: `podsToDelete` without the names that match no Pod the CloneSet manages;
+/// `None` when every name still matches (nothing to write).
+pub fn pruned_pods_to_delete(world: &World) -> Option<Vec<String>> {
+    let listed = &world.cs.spec.scale_strategy.pods_to_delete;
+    let kept: Vec<String> = listed
+        .iter()
+        .filter(|n| {
+            world
+                .pods
+                .iter()
+                .any(|p| p.metadata.name.as_deref() == Some(n.as_str()))
+        })
+        .cloned()
+        .collect();
+    (kept.len() != listed.len()).then_some(kept)
+}
+
 /// Labels of a template as a map (empty when missing).
 pub fn template_labels(cs: &CloneSet) -> BTreeMap<String, String> {
     cs.spec
@@ -137,3 +250,5 @@ pub fn template_labels(cs: &CloneSet) -> BTreeMap<String, String> {
 
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,7 @@ use kruise_api::keys;
 use kruise_workload::revision;
 use kube::Resource;
 
-use super::{World, label};
+use super::{Action, World, label};
 
 /// The owner reference every Pod, PVC and revision of the CloneSet carries.
 pub fn owner_reference(world: &World) -> OwnerReference {
@@ -186,10 +186,21 @@ pub enum PvcCleanup<'a> {
     Delete { pvc: &'a PersistentVolumeClaim },
 }
 
-impl PvcCleanup<'_> {
-    pub fn pvc(&self) -> &PersistentVolumeClaim {
+impl<'a> PvcCleanup<'a> {
+    pub fn pvc(&self) -> &'a PersistentVolumeClaim {
         match self {
             PvcCleanup::HandToPod { pvc, .. } | PvcCleanup::Delete { pvc } => pvc,
+        }
+    }
+
+    /// The write that does it, for the CloneSet with UID `owner_uid`.
+    pub fn action(self, owner_uid: &str) -> Action<'a> {
+        match self {
+            PvcCleanup::HandToPod { pvc, pod } => Action::PatchPvc {
+                pvc,
+                patch: hand_to_pod_patch(pvc, owner_uid, pod),
+            },
+            PvcCleanup::Delete { pvc } => Action::DeletePvc { pvc },
         }
     }
 }

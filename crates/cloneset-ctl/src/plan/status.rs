@@ -7,9 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{CloneSetCondition, CloneSetStatus};
 use kruise_api::keys;
 use kruise_ordering::selector::format_selector;
+use kruise_workload::min_duration;
 
-use super::World;
 use super::diffs::diffs;
+use super::{Phase, World};
 
 pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
 pub const REASON_PAUSED: &str = "CloneSetPaused";
@@ -24,7 +25,20 @@ pub struct PhaseErrors {
     pub update: Option<String>,
 }
 
-/// The new status, and when to look again for the Progressing deadline.
+impl PhaseErrors {
+    /// `phase` failed with `message` (replacing what it planned to report).
+    pub fn failed(&mut self, phase: Phase, message: String) {
+        let slot = match phase {
+            Phase::Scale => &mut self.scale,
+            Phase::Update => &mut self.update,
+        };
+        *slot = Some(message);
+    }
+}
+
+/// The new status, and when to look again: at the Progressing deadline, and while Pods
+/// are ready but not yet available (becoming available after `minReadySeconds` produces
+/// no event).
 pub fn compute_status(
     world: &World,
     previous: &CloneSetStatus,
@@ -82,7 +96,11 @@ pub fn compute_status(
             now,
         );
     }
-    let requeue = progressing(world, &mut s, now);
+    let mut requeue = progressing(world, &mut s, now);
+    let min_ready_seconds = world.cs.spec.min_ready_seconds;
+    if min_ready_seconds > 0 && s.available_replicas != s.ready_replicas {
+        requeue = min_duration(requeue, Some(Duration::from_secs(min_ready_seconds as u64)));
+    }
     (s, requeue)
 }
 
@@ -272,6 +290,42 @@ mod tests {
             .find(|c| c.type_ == "FailedUpdate")
             .unwrap();
         assert_eq!((c.status.as_str(), c.message.as_str()), ("True", "boom"));
+    }
+
+    #[test]
+    fn pods_within_min_ready_seconds_bring_the_controller_back() {
+        let mut f = Fixture::new(2);
+        f.add_pods(2, Rev::Update, Ready::Yes);
+        let (_, requeue) =
+            compute_status(&f.world(), &Default::default(), None, &Default::default());
+        assert_eq!(requeue, None, "no minReadySeconds: nothing to wait for");
+        f.cs.spec.min_ready_seconds = 20;
+        let (_, requeue) =
+            compute_status(&f.world(), &Default::default(), None, &Default::default());
+        assert_eq!(requeue, None, "every ready Pod is available already");
+        let just_ready = Time(f.now - jiff::SignedDuration::from_secs(5));
+        for c in f.pods[1]
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .iter_mut()
+            .flatten()
+        {
+            c.last_transition_time = Some(just_ready.clone());
+        }
+        let (s, requeue) =
+            compute_status(&f.world(), &Default::default(), None, &Default::default());
+        assert_eq!((s.ready_replicas, s.available_replicas), (2, 1));
+        assert_eq!(requeue, Some(Duration::from_secs(20)));
+        f.cs.spec.progress_deadline_seconds = Some(10);
+        let (_, requeue) =
+            compute_status(&f.world(), &Default::default(), None, &Default::default());
+        assert_eq!(
+            requeue,
+            Some(Duration::from_secs(10)),
+            "the earlier one wins"
+        );
     }
 
     #[test]

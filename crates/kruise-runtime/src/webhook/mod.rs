@@ -221,6 +221,53 @@ where
     })
 }
 
+/// The object and the old object of a request as JSON, as sent: the form defaulting and
+/// validation of raw fields work on (it keeps the fields our types do not model).
+pub fn json_objects(
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<(Option<serde_json::Value>, Option<serde_json::Value>), HandlerError> {
+    let json = |object: &Option<DynamicObject>| {
+        object
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| HandlerError::Internal(e.to_string()))
+    };
+    Ok((json(&request.object)?, json(&request.old_object)?))
+}
+
+/// Answers a mutating request on the object as JSON: with the JSON patch from the object
+/// to `defaulted(object, old)` (`old`: the stored object, on UPDATE only), or unchanged
+/// when that changes nothing.
+pub fn mutate_json(
+    request: &AdmissionRequest<DynamicObject>,
+    defaulted: impl FnOnce(&serde_json::Value, Option<&serde_json::Value>) -> serde_json::Value,
+) -> Result<AdmissionResponse, HandlerError> {
+    let response = AdmissionResponse::from(request);
+    let (Some(object), old) = json_objects(request)? else {
+        return Ok(response);
+    };
+    let old = old.filter(|_| request.operation == Operation::Update);
+    let patch = json_patch::diff(&object, &defaulted(&object, old.as_ref()));
+    if patch.0.is_empty() {
+        return Ok(response);
+    }
+    response
+        .with_patch(patch)
+        .map_err(|e| HandlerError::Internal(e.to_string()))
+}
+
+/// A defaulting handler: [`mutate_json`] with `defaulted`.
+pub fn defaulting<F>(defaulted: F) -> Handler
+where
+    F: Fn(&serde_json::Value, Option<&serde_json::Value>) -> serde_json::Value
+        + Send
+        + Sync
+        + 'static,
+{
+    dynamic(move |request| std::future::ready(mutate_json(&request, &defaulted)))
+}
+
 /// Server options beyond the settings; the defaults are for production.
 #[derive(Clone, Debug)]
 pub struct Options {

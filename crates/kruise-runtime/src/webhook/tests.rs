@@ -100,6 +100,50 @@ fn response_of(body: &str) -> Value {
     review["response"].clone()
 }
 
+/// A request as the apiserver sends it, with `oldObject`.
+fn request(operation: &str, object: Value, old: Value) -> AdmissionRequest<DynamicObject> {
+    let mut body: Value = serde_json::from_slice(&review("u-m", operation, object)).unwrap();
+    body["request"]["oldObject"] = old;
+    let review: kube::core::admission::AdmissionReview<DynamicObject> =
+        serde_json::from_value(body).unwrap();
+    review.try_into().unwrap()
+}
+
+#[test]
+fn mutate_json_patches_to_the_defaulted_object_and_passes_old_only_on_update() {
+    // Labels the object with whether the stored object was passed.
+    let defaulted = |object: &Value, old: Option<&Value>| {
+        let mut d = object.clone();
+        d["metadata"]["labels"]["old"] = json!(old.is_some().to_string());
+        d
+    };
+    let patch_of = |response: AdmissionResponse| -> Value {
+        assert!(response.allowed);
+        serde_json::from_slice(&response.patch.expect("a patch")).unwrap()
+    };
+    let stored = pod(json!({"a": "b"}));
+    let create = request("CREATE", pod(json!({"a": "b"})), stored.clone());
+    let (object, old) = json_objects(&create).unwrap();
+    assert_eq!(
+        (object.unwrap(), old.unwrap()),
+        (pod(json!({"a": "b"})), stored.clone())
+    );
+    assert_eq!(
+        patch_of(mutate_json(&create, defaulted).unwrap()),
+        json!([{"op": "add", "path": "/metadata/labels/old", "value": "false"}])
+    );
+    let update = request("UPDATE", pod(json!({"a": "b"})), stored);
+    assert_eq!(
+        patch_of(mutate_json(&update, defaulted).unwrap()),
+        json!([{"op": "add", "path": "/metadata/labels/old", "value": "true"}])
+    );
+    let unchanged = mutate_json(&update, |object, _| object.clone()).unwrap();
+    assert!(unchanged.allowed && unchanged.patch.is_none());
+    let deleted = request("DELETE", Value::Null, pod(json!({})));
+    let response = mutate_json(&deleted, defaulted).unwrap();
+    assert!(response.allowed && response.patch.is_none());
+}
+
 #[tokio::test]
 async fn malformed_bodies_get_400_not_a_panic() {
     let metrics = Metrics::new();

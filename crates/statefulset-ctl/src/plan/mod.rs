@@ -145,22 +145,12 @@ pub fn plan<'a>(world: &World<'a>) -> Plan<'a> {
         .iter()
         .map(|a| a.object_name().to_string())
         .collect();
-    merge(&mut plan, update::refresh_pods(world, &replicas, &touched));
+    plan.append(update::refresh_pods(world, &replicas, &touched));
     if plan.changes_something() {
         return plan;
     }
-    merge(&mut plan, update::plan_update(world, &replicas));
+    plan.append(update::plan_update(world, &replicas));
     plan
-}
-
-/// Appends `other` to `plan`, keeping the earliest requeue.
-fn merge<'a>(plan: &mut Plan<'a>, other: Plan<'a>) {
-    plan.actions.extend(other.actions);
-    plan.warnings.extend(other.warnings);
-    plan.errors.extend(other.errors);
-    if let Some(after) = other.requeue_after {
-        plan.requeue(after);
-    }
 }
 
 pub use kruise_ordering::predicates::{

@@ -18,7 +18,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, deny_forbidden, deny_invalid, dynamic,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
+    dynamic, json_objects,
 };
 use kruise_workload::admission;
 use kube::ResourceExt;
@@ -60,46 +61,17 @@ pub enum Rejection {
 /// `deletion_protection` (gate `ResourcesDeletionProtection`). `template_defaults` is
 /// false under the `TemplateNoDefaults` gate.
 pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
-    let internal = |e: serde_json::Error| HandlerError::Internal(e.to_string());
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-statefulset",
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            let Some(object) = &req.object else {
-                return Ok(response);
-            };
-            let object = serde_json::to_value(object).map_err(internal)?;
-            let old = match (&req.operation, &req.old_object) {
-                (Operation::Update, Some(o)) => Some(serde_json::to_value(o).map_err(internal)?),
-                _ => None,
-            };
-            let patch = defaults_patch(&object, old.as_ref(), template_defaults);
-            if patch.0.is_empty() {
-                return Ok(response);
-            }
-            response
-                .with_patch(patch)
-                .map_err(|e| HandlerError::Internal(e.to_string()))
-        }),
+        defaulting(move |object, old| with_defaults_for(object, old, template_defaults)),
     );
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-statefulset",
         dynamic(move |req| async move {
             let response = AdmissionResponse::from(&req);
-            let raw_new = req
-                .object
-                .as_ref()
-                .map(serde_json::to_value)
-                .transpose()
-                .map_err(internal)?;
-            let raw_old = req
-                .old_object
-                .as_ref()
-                .map(serde_json::to_value)
-                .transpose()
-                .map_err(internal)?;
+            let (raw_new, raw_old) = json_objects(&req)?;
             match req.operation {
                 Operation::Delete => {
                     let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
