@@ -4,14 +4,14 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, images, deploy. Everything lands under .local/ (kubeconfig, logs).
+# e2e, bench, conformance, images, deploy. Everything lands under .local/ (kubeconfig, logs).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 KUBECONFIG_LOCAL := $(CURDIR)/.local/kubeconfig
 E2E_THREADS ?= 6
 
-.PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench images deploy deps
+.PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -63,6 +63,10 @@ test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 bench: cluster ## benchmarks on the local cluster (not part of make test); results in target/bench/
 	cargo build --release --quiet --bins
 	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --ignored --test-threads=1 --nocapture bench_
+
+SUITE ?= all
+conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|all [FOCUS=regex]; results in target/conformance/
+	@tests/conformance/run.sh $(SUITE)
 
 images: ## one image per controller binary (needs a Docker engine; tests/images.sh --local without one)
 	@tests/images.sh

@@ -8,6 +8,10 @@
 #
 # Logs: .local/logs/<binary>.log; pids: .local/run/<binary>.pid. Admin ports start at
 # 18080, webhook ports at 19443, one each per controller in the order of CONTROLLERS.
+#
+# KRUISE_FEATURE_GATES (OpenKruise's gate names, `Name=true,Other=false`) is handed to
+# every controller: `make up KRUISE_FEATURE_GATES=CloneSetShortHash=true`. `make
+# conformance` starts them with upstream's e2e gates this way (tests/conformance/run.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -64,6 +68,7 @@ up() {
       KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
       KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \
       KRUISE_NAMESPACE=kruise-system \
+      KRUISE_FEATURE_GATES=${KRUISE_FEATURE_GATES:-} \
       RUST_LOG=${RUST_LOG:-info} \
       setsid "$profile_dir/$c" >"$logs/$c.log" 2>&1 </dev/null &
     echo $! >"$run/$c.pid"
