@@ -1218,60 +1218,56 @@ async fn scale_out_budget_waits_for_min_ready_seconds() {
 }
 
 // Spec 6.6, 6.7, 3.6, 6.14.
+/// Applying a set `name` with `spec` is refused with every one of `expected` in the message.
+async fn rejected(ns: &TestNamespace, name: &str, spec: &str, expected: &[&str]) {
+    let err = ns
+        .apply(&sts_yaml(
+            name,
+            2,
+            &Extra {
+                spec,
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err(name);
+    assert!(expected.iter().all(|e| err.contains(e)), "{name}: {err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_rejects_what_needs_parallel_or_the_readiness_gate_and_protects_deletion() {
     let ns = TestNamespace::new("asts-admission").await;
     let _ctl = controller(&ns).await;
-    let err = ns
-        .apply(&sts_yaml(
-            "bad-mu",
-            2,
-            &Extra {
-                spec: "podManagementPolicy: OrderedReady\nupdateStrategy:\n  rollingUpdate:\n    maxUnavailable: 3\n",
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect_err("maxUnavailable 3 with OrderedReady");
-    assert!(
-        err.contains("spec.updateStrategy.rollingUpdate.maxUnavailable")
-            && err.contains("can only work with Parallel PodManagementPolicyType"),
-        "{err}"
-    );
-    let err = ns
-        .apply(&sts_yaml(
-            "bad-scale",
-            2,
-            &Extra {
-                spec: "scaleStrategy:\n  maxUnavailable: 2\n",
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect_err("scaleStrategy.maxUnavailable with OrderedReady");
-    assert!(
-        err.contains("spec.scaleStrategy.maxUnavailable")
-            && err.contains("can only work with Parallel PodManagementPolicyType"),
-        "{err}"
-    );
-    let err = ns
-        .apply(&sts_yaml(
-            "bad-gate",
-            2,
-            &Extra {
-                spec: PARALLEL_MAX_UNAVAILABLE_3_IN_PLACE,
-                ..Default::default()
-            },
-        ))
-        .await
-        .expect_err("InPlaceIfPossible without the readiness gate");
-    assert!(
-        err.contains("spec.template.spec.readinessGates")
-            && err.contains(
-                "must contains InPlaceUpdateReady when podUpdatePolicy is InPlaceIfPossible"
-            ),
-        "{err}"
-    );
+    rejected(
+        &ns,
+        "bad-mu",
+        "podManagementPolicy: OrderedReady\nupdateStrategy:\n  rollingUpdate:\n    maxUnavailable: 3\n",
+        &[
+            "spec.updateStrategy.rollingUpdate.maxUnavailable",
+            "can only work with Parallel PodManagementPolicyType",
+        ],
+    )
+    .await;
+    rejected(
+        &ns,
+        "bad-scale",
+        "scaleStrategy:\n  maxUnavailable: 2\n",
+        &[
+            "spec.scaleStrategy.maxUnavailable",
+            "can only work with Parallel PodManagementPolicyType",
+        ],
+    )
+    .await;
+    rejected(
+        &ns,
+        "bad-gate",
+        PARALLEL_MAX_UNAVAILABLE_3_IN_PLACE,
+        &[
+            "spec.template.spec.readinessGates",
+            "must contains InPlaceUpdateReady when podUpdatePolicy is InPlaceIfPossible",
+        ],
+    )
+    .await;
     for name in ["bad-mu", "bad-scale", "bad-gate"] {
         assert!(
             ns.api::<StatefulSet>()
