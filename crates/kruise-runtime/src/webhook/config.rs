@@ -71,6 +71,22 @@ pub fn mutating_webhook(name: &str, path: &str, rules: Vec<RuleWithOperations>) 
     }
 }
 
+/// A webhook (validating or mutating: the two types share these fields) with the house
+/// defaults filled in where unset.
+macro_rules! with_house_defaults {
+    ($webhook:expr, $watch_namespace:expr) => {{
+        let mut w = $webhook;
+        Defaults::of($watch_namespace, w.rules.as_deref()).fill(
+            &mut w.failure_policy,
+            &mut w.side_effects,
+            &mut w.admission_review_versions,
+            &mut w.timeout_seconds,
+            &mut w.namespace_selector,
+        );
+        w
+    }};
+}
+
 /// `<base>-validating[-<ns>]` holding `webhooks`, scoped to `watch_namespace` if set.
 pub fn validating_configuration(
     base: &str,
@@ -79,17 +95,7 @@ pub fn validating_configuration(
 ) -> ValidatingWebhookConfiguration {
     let webhooks = webhooks
         .into_iter()
-        .map(|mut w| {
-            let defaults = Defaults::of(watch_namespace, w.rules.as_deref());
-            defaults.fill(
-                &mut w.failure_policy,
-                &mut w.side_effects,
-                &mut w.admission_review_versions,
-                &mut w.timeout_seconds,
-                &mut w.namespace_selector,
-            );
-            w
-        })
+        .map(|w| with_house_defaults!(w, watch_namespace))
         .collect();
     ValidatingWebhookConfiguration {
         metadata: metadata(base, "validating", watch_namespace),
@@ -105,17 +111,7 @@ pub fn mutating_configuration(
 ) -> MutatingWebhookConfiguration {
     let webhooks = webhooks
         .into_iter()
-        .map(|mut w| {
-            let defaults = Defaults::of(watch_namespace, w.rules.as_deref());
-            defaults.fill(
-                &mut w.failure_policy,
-                &mut w.side_effects,
-                &mut w.admission_review_versions,
-                &mut w.timeout_seconds,
-                &mut w.namespace_selector,
-            );
-            w
-        })
+        .map(|w| with_house_defaults!(w, watch_namespace))
         .collect();
     MutatingWebhookConfiguration {
         metadata: metadata(base, "mutating", watch_namespace),
