@@ -35,6 +35,57 @@ pub struct Context {
     /// Every cache the webhook reads has listed once.
     pub synced: Arc<AtomicBool>,
     pub coverage: Coverage,
+    /// `SidecarSetPatchPodMetadataDefaultsAllowed`: patchPodMetadata needs no whitelist
+    /// entry (the whitelist still binds when one of its rules selects the SidecarSet).
+    pub patch_metadata_defaults_allowed: bool,
+    /// The Pod webhook's matchCondition as this replica last registered it.
+    pub conditions: PodConditions,
+}
+
+/// What the Pod webhook's matchCondition is built from and what was registered.
+///
+/// The SidecarSet validating webhook widens the condition for a SidecarSet *before*
+/// admitting it: waiting for the cache to show the new SidecarSet (then registering,
+/// then the apiserver reloading its webhook configurations) leaves a window of some
+/// 100 ms in which a Pod created right after the SidecarSet is not sent to the
+/// webhook and is not injected (OpenKruise's "inject pod sidecar during canary
+/// upgrades" spec creates its Deployments at once and hits it).
+#[derive(Default)]
+pub struct PodConditions {
+    /// Serializes registrations; holds the expression last registered (`None` inside
+    /// when every Pod in scope is sent), or nothing before the first registration.
+    pub applied: tokio::sync::Mutex<Option<Option<String>>>,
+    /// SidecarSets admitted but perhaps not yet in the cache, kept in the condition for
+    /// [`ADMITTED_GRACE`] (a rejected-later create only over-approximates meanwhile).
+    admitted: Mutex<Vec<(std::time::Instant, Arc<SidecarSet>)>>,
+    /// The server registering the configurations, once it can (unset: nothing to widen).
+    pub server: std::sync::OnceLock<kruise_runtime::WebhookServer>,
+}
+
+/// How long an admitted SidecarSet counts without the cache showing it.
+pub const ADMITTED_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl PodConditions {
+    pub fn admit(&self, ss: Arc<SidecarSet>) {
+        let mut admitted = self.admitted.lock().expect("admitted lock");
+        admitted.push((std::time::Instant::now(), ss));
+    }
+
+    /// The admitted SidecarSets still within their grace period.
+    pub fn recently_admitted(&self) -> Vec<Arc<SidecarSet>> {
+        self.recently_admitted_within(ADMITTED_GRACE)
+    }
+
+    /// The SidecarSets admitted less than `age` ago.
+    pub fn recently_admitted_within(&self, age: std::time::Duration) -> Vec<Arc<SidecarSet>> {
+        let mut admitted = self.admitted.lock().expect("admitted lock");
+        admitted.retain(|(at, _)| at.elapsed() < ADMITTED_GRACE);
+        admitted
+            .iter()
+            .filter(|(at, _)| at.elapsed() < age)
+            .map(|(_, ss)| ss.clone())
+            .collect()
+    }
 }
 
 impl Context {

@@ -122,6 +122,10 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "SidecarSet"),
         synced,
         coverage: Coverage::default(),
+        patch_metadata_defaults_allowed: runtime
+            .gates
+            .enabled(kruise_runtime::gates::SIDECARSET_PATCH_POD_METADATA_DEFAULTS_ALLOWED),
+        conditions: Default::default(),
     })
 }
 
@@ -136,6 +140,7 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         // Registered once the SidecarSets are listed, with the matchCondition they give:
         // registering earlier would briefly narrow the Pod webhook to nothing.
         tokio::spawn(webhook::keep_conditions(server.clone(), ctx.clone()));
+        let _ = ctx.conditions.server.set(server.clone());
     } else {
         ctx.coverage.set_everything();
         tracing::warn!(

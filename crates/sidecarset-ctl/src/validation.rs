@@ -47,6 +47,9 @@ pub struct Context<'a> {
     pub revisions: &'a dyn Revisions,
     /// The patchPodMetadata whitelist: `Ok(None)` when the ConfigMap or key is absent.
     pub whitelist: Result<Option<Whitelist>, String>,
+    /// `SidecarSetPatchPodMetadataDefaultsAllowed`: without a whitelist, or without a
+    /// rule selecting this SidecarSet, any annotation may be patched.
+    pub patch_metadata_defaults_allowed: bool,
 }
 
 /// Rules on the raw object (enum spellings), before it is decoded.
@@ -615,6 +618,7 @@ pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec
                 "spec.patchPodMetadata",
                 format!("cannot read the whitelist: {e}"),
             )),
+            Ok(None) if ctx.patch_metadata_defaults_allowed => {}
             Ok(None) => errors.push(forbidden(
                 "spec.patchPodMetadata",
                 "SidecarSet patch metadata whitelist not found",
@@ -640,16 +644,25 @@ pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec
                         }
                     }
                 }
-                for k in spec
+                let keys = spec
                     .patch_pod_metadata
                     .iter()
-                    .flat_map(|p| p.annotations.keys())
-                {
-                    if !patterns.iter().any(|r| r.is_match(k)) {
-                        errors.push(forbidden(
-                            "spec.patchPodMetadata",
-                            format!("sidecarSet patch metadata annotation({k}) is not allowed"),
-                        ));
+                    .flat_map(|p| p.annotations.keys());
+                if patterns.is_empty() && ctx.patch_metadata_defaults_allowed {
+                    // No rule selects this SidecarSet: the gate lets anything through.
+                } else if patterns.is_empty() {
+                    errors.push(forbidden(
+                        "spec.patchPodMetadata",
+                        "sidecarSet patch metadata annotation is not allowed",
+                    ));
+                } else {
+                    for k in keys {
+                        if !patterns.iter().any(|r| r.is_match(k)) {
+                            errors.push(forbidden(
+                                "spec.patchPodMetadata",
+                                format!("sidecarSet patch metadata annotation({k}) is not allowed"),
+                            ));
+                        }
                     }
                 }
             }

@@ -61,6 +61,7 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
             dynamic(move |req| {
                 let ctx = pods.clone();
                 async move {
+                    await_admitted_sidecarsets(&ctx, &req).await;
                     mutate_pod(&ctx, req, jiff::Timestamp::now(), &mut || {
                         rand::random::<f64>()
                     })
@@ -81,6 +82,43 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
             }),
         ),
     ]
+}
+
+/// A SidecarSet admitted a moment ago may not be in the cache yet: a Pod it selects
+/// waits for it (briefly), or it would be created without the sidecar.
+async fn await_admitted_sidecarsets(ctx: &Context, req: &AdmissionRequest<DynamicObject>) {
+    const WAIT: Duration = Duration::from_secs(2);
+    let Some(labels) = req
+        .object
+        .as_ref()
+        .map(|o| o.metadata.labels.clone().unwrap_or_default())
+    else {
+        return;
+    };
+    let pending: Vec<_> = ctx
+        .conditions
+        .recently_admitted_within(WAIT)
+        .into_iter()
+        .filter(|ss| {
+            ss.spec
+                .selector
+                .as_ref()
+                .is_some_and(|s| matching::selects(s, &labels))
+        })
+        .collect();
+    if pending.is_empty() {
+        return;
+    }
+    let in_cache = |ss: &SidecarSet| {
+        ctx.sidecarsets
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::from_obj(ss))
+            .is_some_and(|c| c.metadata.generation >= ss.metadata.generation)
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !pending.iter().all(|ss| in_cache(ss)) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Pod CREATE: inject the chosen SidecarSets (spec 4.1).
@@ -272,19 +310,26 @@ async fn validate_sidecarset(
     } else {
         whitelist(ctx).await
     };
-    let others = ctx.sidecarsets.store().state();
-    let revisions = RevisionStore {
-        cache: &ctx.revisions,
-        namespace: &ctx.revision_namespace,
+    // In a block: the validation context is not Send, the widening below awaits.
+    let errors = {
+        let others = ctx.sidecarsets.store().state();
+        let revisions = RevisionStore {
+            cache: &ctx.revisions,
+            namespace: &ctx.revision_namespace,
+        };
+        let vctx = validation::Context {
+            others: &others,
+            namespaces: &ctx.namespaces,
+            revisions: &revisions,
+            whitelist,
+            patch_metadata_defaults_allowed: ctx.patch_metadata_defaults_allowed,
+        };
+        validation::validate(&ss, old.as_ref(), &vctx)
     };
-    let vctx = validation::Context {
-        others: &others,
-        namespaces: &ctx.namespaces,
-        revisions: &revisions,
-        whitelist,
-    };
-    let errors = validation::validate(&ss, old.as_ref(), &vctx);
     if errors.is_empty() {
+        if !req.dry_run {
+            widen_conditions_for(ctx, &ss).await;
+        }
         Ok(response)
     } else {
         Ok(deny(&errors))
@@ -366,38 +411,12 @@ pub async fn keep_conditions(server: WebhookServer, ctx: Arc<Context>) {
     while !ctx.is_synced() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let scope = ctx.watch_namespace.clone();
     let mut changes = Box::pin(ctx.sidecarsets.subscribe());
-    let mut applied: Option<Option<String>> = None;
     loop {
-        let managed = ctx.managed_sidecarsets();
-        let condition = conditions::match_condition(managed.iter().map(AsRef::as_ref));
-        let expression = condition.as_ref().map(|c| c.expression.clone());
-        if applied.as_ref() != Some(&expression) {
-            let parts: BTreeSet<String> = managed
-                .iter()
-                .filter_map(|s| conditions::sidecarset_expression(s))
-                .collect();
-            let (validating, mutating) = configurations(scope.as_deref(), condition);
-            match server.register(vec![validating], vec![mutating]).await {
-                Ok(()) => {
-                    match &expression {
-                        Some(_) => ctx.coverage.set_parts(parts),
-                        None => ctx.coverage.set_everything(),
-                    }
-                    tracing::info!(
-                        sidecarsets = managed.len(),
-                        condition_bytes = expression.as_ref().map_or(0, String::len),
-                        "pod webhook matchCondition updated"
-                    );
-                    applied = Some(expression);
-                }
-                Err(err) => {
-                    tracing::warn!(%err, "cannot update the pod webhook configuration; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            }
+        if let Err(err) = sync_conditions(&server, &ctx).await {
+            tracing::warn!(%err, "cannot update the pod webhook configuration; retrying");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
         }
         // Wait for a change, then let a burst of changes settle.
         if changes.next().await.is_none() {
@@ -405,6 +424,57 @@ pub async fn keep_conditions(server: WebhookServer, ctx: Arc<Context>) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         while let Some(Some(_)) = changes.next().now_or_never() {}
+    }
+}
+
+/// Registers the configurations with the matchCondition of the managed SidecarSets
+/// (plus those just admitted), when it differs from what this replica registered last.
+async fn sync_conditions(
+    server: &WebhookServer,
+    ctx: &Context,
+) -> Result<(), kruise_runtime::Error> {
+    let mut applied = ctx.conditions.applied.lock().await;
+    let mut sidecarsets = ctx.managed_sidecarsets();
+    sidecarsets.extend(ctx.conditions.recently_admitted());
+    let condition = conditions::match_condition(sidecarsets.iter().map(AsRef::as_ref));
+    let expression = condition.as_ref().map(|c| c.expression.clone());
+    if applied.as_ref() == Some(&expression) {
+        return Ok(());
+    }
+    let parts: BTreeSet<String> = sidecarsets
+        .iter()
+        .filter_map(|s| conditions::sidecarset_expression(s))
+        .collect();
+    let (validating, mutating) = configurations(ctx.watch_namespace.as_deref(), condition);
+    server.register(vec![validating], vec![mutating]).await?;
+    match &expression {
+        Some(_) => ctx.coverage.set_parts(parts),
+        None => ctx.coverage.set_everything(),
+    }
+    tracing::info!(
+        sidecarsets = sidecarsets.len(),
+        condition_bytes = expression.as_ref().map_or(0, String::len),
+        "pod webhook matchCondition updated"
+    );
+    *applied = Some(expression);
+    Ok(())
+}
+
+/// Before a SidecarSet is admitted, widens the Pod webhook's condition to the Pods it
+/// selects (see [`crate::context::PodConditions`]). Best effort: on failure the
+/// background loop catches up once the cache shows the SidecarSet.
+async fn widen_conditions_for(ctx: &Context, ss: &SidecarSet) {
+    let Some(server) = ctx.conditions.server.get() else {
+        return;
+    };
+    if !ctx.manages(ss) || ctx.coverage.covers(ss) {
+        return;
+    }
+    ctx.conditions.admit(Arc::new(ss.clone()));
+    match tokio::time::timeout(Duration::from_secs(5), sync_conditions(server, ctx)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!(%err, "cannot widen the pod webhook condition at admission"),
+        Err(_) => tracing::warn!("widening the pod webhook condition at admission timed out"),
     }
 }
 

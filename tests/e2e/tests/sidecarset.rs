@@ -1018,6 +1018,47 @@ async fn pods_outside_the_scope_or_selector_are_untouched_and_updates_never_inje
     .await;
 }
 
+/// OpenKruise's "inject pod sidecar during canary upgrades" creates its Deployments the
+/// moment the SidecarSet exists: a Pod created right after the SidecarSet must get the
+/// sidecar, though the Pod webhook's matchCondition and the cache catch up only later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_created_right_after_its_sidecarset_is_injected() {
+    let ns = TestNamespace::new("ss-race").await;
+    let _ctl = controller(&ns).await;
+    let mut cleanup = SidecarSets(Vec::new());
+    let containers = json!([{"name": "app", "image": "nginx:1.7.9"}]);
+    // Three rounds, each with labels no earlier SidecarSet selects.
+    for round in 0..3 {
+        let app = format!("race-{round}");
+        let name = unique(&app, &ns);
+        cleanup.0.push(name.clone());
+        let ss: SidecarSet = serde_json::from_str(&sidecarset_json(
+            &ns,
+            &name,
+            sidecar_spec(&app, "busybox", json!({})),
+        ))
+        .unwrap();
+        Api::<SidecarSet>::all(ns.client.clone())
+            .create(&PostParams::default(), &ss)
+            .await
+            .expect("create sidecarset");
+        let pod = create_pod(
+            &ns,
+            &pod_json(
+                &format!("pod-{round}"),
+                json!({"app": app}),
+                containers.clone(),
+            ),
+        )
+        .await;
+        assert_eq!(
+            names(&pod),
+            ["sidecar1", "app"],
+            "round {round}: the Pod created right after SidecarSet {name} lacks its sidecar"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_controller_down_only_pods_it_would_inject_are_refused() {
     let ns = TestNamespace::new("ss-down").await;

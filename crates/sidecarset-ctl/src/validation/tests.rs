@@ -55,6 +55,16 @@ fn check_with(
     others: &[Arc<SidecarSet>],
     whitelist: Result<Option<Whitelist>, String>,
 ) -> Vec<String> {
+    check_gated(s, old, others, whitelist, false)
+}
+
+fn check_gated(
+    s: &SidecarSet,
+    old: Option<&SidecarSet>,
+    others: &[Arc<SidecarSet>],
+    whitelist: Result<Option<Whitelist>, String>,
+    patch_metadata_defaults_allowed: bool,
+) -> Vec<String> {
     let namespaces: BTreeMap<String, BTreeMap<String, String>> = [(
         "prod".to_string(),
         [("env".to_string(), "prod".to_string())].into(),
@@ -65,6 +75,7 @@ fn check_with(
         namespaces: &namespaces,
         revisions: &NoRevisions,
         whitelist,
+        patch_metadata_defaults_allowed,
     };
     validate(s, old, &ctx)
         .iter()
@@ -469,6 +480,26 @@ fn patch_pod_metadata_rules() {
     );
     assert!(has(
         &check_with(&not_allowed, None, &[], Ok(Some(allowed))),
+        "sidecarSet patch metadata annotation(other) is not allowed"
+    ));
+    // No rule selecting this SidecarSet: nothing is allowed, unless the gate is on.
+    let other_sidecars: Whitelist = serde_json::from_value(json!({"rules": [
+        {"selector": {"matchLabels": {"app": "other"}}, "allowedAnnotationKeyExprs": [".*"]}
+    ]}))
+    .unwrap();
+    assert!(has(
+        &check_with(&not_allowed, None, &[], Ok(Some(other_sidecars.clone()))),
+        "sidecarSet patch metadata annotation is not allowed"
+    ));
+    // SidecarSetPatchPodMetadataDefaultsAllowed: no whitelist, or no rule for this
+    // SidecarSet, lets any key through; a rule that selects it still binds.
+    assert!(check_gated(&not_allowed, None, &[], Ok(None), true).is_empty());
+    assert!(check_gated(&not_allowed, None, &[], Ok(Some(other_sidecars)), true).is_empty());
+    let oom_only: Whitelist =
+        serde_json::from_value(json!({"rules": [{"allowedAnnotationKeyExprs": ["^oom-.*$"]}]}))
+            .unwrap();
+    assert!(has(
+        &check_gated(&not_allowed, None, &[], Ok(Some(oom_only)), true),
         "sidecarSet patch metadata annotation(other) is not allowed"
     ));
     // Overwrite on both sides of an overlap is a conflict.
