@@ -36,7 +36,8 @@ list() {
 }
 
 stop() {
-  for c in "${CONTROLLERS[@]}"; do
+  local stopped=()
+  while read -r c _ webhook; do
     local f=$run/$c.pid
     [ -f "$f" ] || continue
     local pid
@@ -45,6 +46,37 @@ stop() {
     for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$f"
+    stopped+=("https://127.0.0.1:$webhook/")
+  done < <(list)
+  [ ${#stopped[@]} -gt 0 ] && forget_endpoints "${stopped[@]}"
+  return 0
+}
+
+# A cluster-wide controller leaves its webhook configurations and its CRD's conversion
+# for the next replica; here no replica follows, and a webhook pointing at a stopped
+# process would refuse every CloneSet (or Pod) of the cluster. Removes what points at
+# the given URL prefixes.
+forget_endpoints() {
+  local bin kubectl
+  bin=$("$here/cluster.sh" bin 2>/dev/null) || return 0
+  kubectl="$bin/kubectl --kubeconfig $kubeconfig --request-timeout=10s"
+  $kubectl get --raw /readyz >/dev/null 2>&1 || return 0
+  local kind name url prefix
+  for kind in validatingwebhookconfigurations mutatingwebhookconfigurations crd; do
+    local path='{.webhooks[0].clientConfig.url}'
+    [ "$kind" = crd ] && path='{.spec.conversion.webhook.clientConfig.url}'
+    while read -r name url; do
+      [ -n "$url" ] || continue
+      for prefix in "$@"; do
+        [[ $url == "$prefix"* ]] || continue
+        if [ "$kind" = crd ]; then
+          $kubectl patch crd "$name" --type=merge \
+            -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null || true
+        else
+          $kubectl delete "$kind" "$name" --ignore-not-found >/dev/null || true
+        fi
+      done
+    done < <($kubectl get "$kind" -o jsonpath="{range .items[*]}{.metadata.name}{\" \"}$path{\"\\n\"}{end}" 2>/dev/null)
   done
 }
 

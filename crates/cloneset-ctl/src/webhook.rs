@@ -32,6 +32,8 @@ use serde_json::{Value, json};
 
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-cloneset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-cloneset";
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-cloneset";
 
 // ---------------------------------------------------------------- defaulting
 
@@ -477,7 +479,17 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
             }
         }),
     );
-    vec![mutate, validate_route]
+    vec![mutate, validate_route, conversion_route()]
+}
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-cloneset",
+        "clonesets.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_cloneset),
+    )
 }
 
 /// The configurations, named for the scope: cluster-wide, or (for tests and namespaced

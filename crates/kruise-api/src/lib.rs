@@ -8,6 +8,7 @@
 pub mod apps_v1alpha1;
 pub mod apps_v1beta1;
 pub mod appspub;
+pub mod conversion;
 pub mod intstr;
 pub mod keys;
 pub mod policy_v1alpha1;
@@ -22,7 +23,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
         a::AdvancedCronJob::crd(),
         a::BroadcastJob::crd(),
-        a::CloneSet::crd(),
+        served_with_v1beta1(a::CloneSet::crd(), apps_v1beta1::cloneset::CloneSet::crd()),
         a::ContainerRecreateRequest::crd(),
         a::DaemonSet::crd(),
         a::ImageListPullJob::crd(),
@@ -30,12 +31,27 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         a::NodeImage::crd(),
         a::PersistentPodState::crd(),
         a::ResourceDistribution::crd(),
-        a::SidecarSet::crd(),
+        served_with_v1beta1(
+            a::SidecarSet::crd(),
+            apps_v1beta1::sidecarset::SidecarSet::crd(),
+        ),
         a::UnitedDeployment::crd(),
         a::WorkloadSpread::crd(),
         apps_v1beta1::StatefulSet::crd_with_v1alpha1(),
         policy_v1alpha1::PodUnavailableBudget::crd(),
     ]
+}
+
+/// One CRD serving both versions, v1alpha1 stored: the controllers read v1alpha1, and
+/// their conversion webhooks serve v1beta1 ([`conversion`]). Without the webhook
+/// registered (no cluster-wide controller running yet) the apiserver's default `None`
+/// conversion only relabels the version, so v1beta1 clients should wait for it.
+fn served_with_v1beta1(
+    alpha: CustomResourceDefinition,
+    beta: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    kube::core::crd::merge_crds(vec![alpha, beta], "v1alpha1")
+        .expect("the two versions of one kind merge")
 }
 
 /// The file name `crdgen` writes a CRD to: `<plural>.<group>.yaml` (the CRD's own name).

@@ -241,6 +241,27 @@ impl Runtime {
         Cache::spawn_tolerant(self.scoped_api::<Tolerant<K>>(), config, prune, ready)
     }
 
+    /// A cache of a cluster-scoped kind (Nodes): every object, whatever the instance's
+    /// scope, pruned with `prune` before it is stored, its first full list a readiness
+    /// check `cache <plural>`.
+    pub fn cluster_cache<K>(
+        &self,
+        config: kube::runtime::watcher::Config,
+        prune: fn(&mut K),
+    ) -> Cache<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let ready = self.readiness.register(cache::check_name::<K>());
+        Cache::spawn(kube::Api::all(self.client.clone()), config, prune, ready)
+    }
+
     /// An event publisher reporting as this controller.
     pub fn events(&self) -> Events {
         Events::new(self.client.clone(), &self.name)
@@ -248,7 +269,8 @@ impl Runtime {
 
     /// The common `run()` of a controller with admission: serves `routes` on every
     /// replica, registers `configurations(scope)` for this instance's scope
-    /// (`KRUISE_WATCH_NAMESPACE`; when an endpoint is configured), runs
+    /// (`KRUISE_WATCH_NAMESPACE`; when an endpoint is configured) and, when cluster-wide,
+    /// the CRD conversion of every conversion route among `routes`, runs
     /// `controller(workers)` while this replica leads until shutdown, and then, for a
     /// namespace-scoped instance, removes the configurations again.
     pub async fn serve_with_webhooks<F, Fut>(
@@ -270,6 +292,9 @@ impl Runtime {
         let scope = self.settings.watch_namespace.as_deref();
         let (validating, mutating) = configurations(scope);
         let registered = server.register_if_configured(validating, mutating).await?;
+        if scope.is_none() {
+            server.register_conversions().await?;
+        }
         let workers = self.settings.workers;
         self.run_while_leader(|| controller(workers)).await?;
         if registered && scope.is_some() {

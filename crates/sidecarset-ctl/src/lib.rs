@@ -141,6 +141,9 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         // registering earlier would briefly narrow the Pod webhook to nothing.
         tokio::spawn(webhook::keep_conditions(server.clone(), ctx.clone()));
         let _ = ctx.conditions.server.set(server.clone());
+        if scope.is_none() {
+            server.register_conversions().await?;
+        }
     } else {
         ctx.coverage.set_everything();
         tracing::warn!(

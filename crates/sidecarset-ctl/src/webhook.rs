@@ -45,6 +45,8 @@ use crate::validation::{self, Whitelist};
 pub const POD_PATH: &str = "/mutate-pod-sidecarset";
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-sidecarset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-sidecarset";
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-sidecarset";
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())
@@ -81,7 +83,18 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
                 async move { validate_sidecarset(&ctx, req).await }
             }),
         ),
+        conversion_route(),
     ]
+}
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-sidecarset",
+        "sidecarsets.apps.kruise.io",
+        Arc::new(kruise_api::conversion::convert_sidecarset),
+    )
 }
 
 /// A SidecarSet admitted a moment ago may not be in the cache yet: a Pod it selects

@@ -3,7 +3,6 @@
 //! revision, so the in-place restart does not wait for the pull. The decision is
 //! `kruise_workload::predownload`'s; this maps the CloneSet into it.
 
-use kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType;
 use kruise_api::intstr::{self, Rounding};
 use kruise_workload::arithmetic;
 use kruise_workload::predownload::{self, Rollout};
@@ -22,7 +21,8 @@ pub fn plan_predownload(world: &World, enabled: bool, updated_ready: i32) -> Pre
     let cs = world.cs;
     let strategy = &cs.spec.update_strategy;
     let replicas = world.replicas();
-    let recreates = strategy.strategy_type() == CloneSetUpdateStrategyType::ReCreate;
+    // Pre-download serves in-place updates only (OnDelete updates nothing itself).
+    let recreates = !strategy.strategy_type().is_in_place();
     predownload::plan(&Rollout {
         owner: owner_reference(world),
         meta: &cs.metadata,

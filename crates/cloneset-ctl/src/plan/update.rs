@@ -21,7 +21,8 @@ pub fn plan_update<'a>(world: &World<'a>) -> Plan<'a> {
         return plan;
     }
     let strategy = &world.cs.spec.update_strategy;
-    if strategy.paused {
+    // OnDelete: Pods change revision only by being deleted and created anew.
+    if strategy.paused || strategy.strategy_type() == CloneSetUpdateStrategyType::OnDelete {
         return plan;
     }
     let d = match diffs(world, false) {

@@ -152,11 +152,17 @@ pub enum CloneSetUpdateStrategyType {
     InPlaceIfPossible,
     /// Update in place only; other changes are rejected.
     InPlaceOnly,
+    /// Never update a Pod: only Pods deleted by someone else come back at the new
+    /// revision (`apps/v1` StatefulSet's OnDelete; OpenKruise ≥ 1.9).
+    OnDelete,
 }
 
 impl CloneSetUpdateStrategyType {
     pub fn is_in_place(self) -> bool {
-        !matches!(self, CloneSetUpdateStrategyType::ReCreate)
+        matches!(
+            self,
+            CloneSetUpdateStrategyType::InPlaceIfPossible | CloneSetUpdateStrategyType::InPlaceOnly
+        )
     }
 }
 

@@ -40,6 +40,7 @@
 
 mod certs;
 pub mod config;
+pub mod conversion;
 pub mod field;
 mod generated;
 mod register;
@@ -63,6 +64,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DynamicObject;
@@ -138,6 +140,8 @@ pub struct Route {
     pub name: &'static str,
     pub handler: Handler,
     pub on_failure: OnFailure,
+    /// Set for a CRD conversion route ([`Route::conversion`]): `handler` is then unused.
+    pub conversion: Option<conversion::ConversionRoute>,
 }
 
 impl Route {
@@ -148,6 +152,28 @@ impl Route {
             name,
             handler,
             on_failure: OnFailure::Deny,
+            conversion: None,
+        }
+    }
+
+    /// A CRD conversion route for `crd` (`<plural>.<group>`): each object of a
+    /// `ConversionReview` goes through `convert`. A cluster-wide instance points the CRD
+    /// at it with [`WebhookServer::register_conversions`].
+    pub fn conversion(
+        path: &'static str,
+        name: &'static str,
+        crd: &'static str,
+        convert: conversion::Converter,
+    ) -> Self {
+        let unused: Handler = Arc::new(|_| {
+            async { Err(HandlerError::Internal("a conversion route".into())) }.boxed()
+        });
+        Route {
+            path,
+            name,
+            handler: unused,
+            on_failure: OnFailure::Deny,
+            conversion: Some(conversion::ConversionRoute { crd, convert }),
         }
     }
 
@@ -311,6 +337,8 @@ struct Shared {
     endpoint: Endpoint,
     local_addr: SocketAddr,
     paths: Vec<&'static str>,
+    /// (CRD, route path) of every conversion route served.
+    conversions: Vec<(&'static str, &'static str)>,
     excluded_namespaces: Vec<String>,
     sans: Vec<String>,
     rotation: Rotation,
@@ -352,6 +380,10 @@ impl WebhookServer {
         let ready = runtime.readiness.register("webhook tls");
         let settings = &runtime.settings;
         let mut paths: Vec<&'static str> = Vec::new();
+        let conversions: Vec<(&'static str, &'static str)> = routes
+            .iter()
+            .filter_map(|r| r.conversion.as_ref().map(|c| (c.crd, r.path)))
+            .collect();
         for route in &routes {
             if !route.path.starts_with('/') || paths.contains(&route.path) {
                 return Err(Error::Webhook(format!(
@@ -467,6 +499,7 @@ impl WebhookServer {
             endpoint,
             local_addr,
             paths,
+            conversions,
             excluded_namespaces,
             sans,
             rotation: options.rotation.clone(),
@@ -609,11 +642,40 @@ impl WebhookServer {
         lock(&self.shared.certs).applied_at = None;
         self.shared.apply_all().await
     }
+
+    /// Points the CRD of every conversion route at this server (`spec.conversion`:
+    /// strategy Webhook, clientConfig and caBundle as for the admission webhooks),
+    /// re-applied after every CA rotation like the webhook configurations. For
+    /// cluster-wide instances only: a CRD has one conversion webhook for the cluster.
+    /// Nothing to do (`Ok(false)`) without conversion routes or a registrable endpoint.
+    pub async fn register_conversions(&self) -> Result<bool, Error> {
+        if self.shared.conversions.is_empty() || !self.can_register() {
+            return Ok(false);
+        }
+        lock(&self.shared.registered).conversions = self.shared.conversions.clone();
+        lock(&self.shared.certs).applied_at = None;
+        self.shared.apply_all().await?;
+        Ok(true)
+    }
 }
 
 fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
     let mut app = Router::new();
     for route in routes {
+        if let Some(conversion) = route.conversion {
+            let ctx = Arc::new(conversion::ConversionCtx {
+                name: route.name,
+                convert: conversion.convert,
+                metrics: metrics.clone(),
+            });
+            app = app.route(
+                route.path,
+                post(move |body: Result<Bytes, BytesRejection>| {
+                    conversion::handle(ctx.clone(), body)
+                }),
+            );
+            continue;
+        }
         let ctx = Arc::new(review::RouteCtx {
             name: route.name,
             handler: route.handler,
@@ -652,7 +714,9 @@ impl Shared {
         let _one_at_a_time = self.apply_lock.lock().await;
         let bundle = lock(&self.certs).bundle.clone();
         let registered = lock(&self.registered).clone();
-        let nothing_registered = registered.validating.is_empty() && registered.mutating.is_empty();
+        let nothing_registered = registered.validating.is_empty()
+            && registered.mutating.is_empty()
+            && registered.conversions.is_empty();
         let fill = self.fill(bundle.as_deref());
         let params = PatchParams::apply(&self.field_manager).force();
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
@@ -668,6 +732,14 @@ impl Shared {
             mutating
                 .patch(&name, &params, &Patch::Apply(&config))
                 .await?;
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for (crd, path) in registered.conversions {
+            let client_config = self.endpoint.client_config(path, bundle.as_deref())?;
+            let client_config = serde_json::to_value(client_config)
+                .map_err(|e| Error::Webhook(format!("clientConfig of {crd}: {e}")))?;
+            let patch = conversion::crd_conversion_patch(crd, client_config);
+            crds.patch(crd, &params, &Patch::Apply(&patch)).await?;
         }
         let mut certs = lock(&self.certs);
         if certs.bundle == bundle {
@@ -845,6 +917,21 @@ impl Shared {
         for name in registered.mutating.keys() {
             let live = mutating.get(name).await?;
             configs.extend(live.webhooks.into_iter().flatten().map(|w| w.client_config));
+        }
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        for (crd, _) in &registered.conversions {
+            let live = crds.get(crd).await?;
+            let ca_bundle = live
+                .spec
+                .conversion
+                .and_then(|c| c.webhook)
+                .and_then(|w| w.client_config)
+                .and_then(|c| c.ca_bundle);
+            configs.push(WebhookClientConfig {
+                ca_bundle,
+                service: None,
+                url: None,
+            });
         }
         Ok(configs)
     }

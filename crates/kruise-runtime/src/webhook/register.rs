@@ -259,6 +259,8 @@ impl Fill<'_> {
 pub(crate) struct Registered {
     pub(crate) validating: BTreeMap<String, ValidatingWebhookConfiguration>,
     pub(crate) mutating: BTreeMap<String, MutatingWebhookConfiguration>,
+    /// (CRD, route path) whose `spec.conversion` points here.
+    pub(crate) conversions: Vec<(&'static str, &'static str)>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,322 @@
+//! Conversion between `apps.kruise.io/v1alpha1` (stored, what the controllers read) and
+//! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet and
+//! SidecarSet. The controllers serve these functions as CRD conversion webhooks.
+//!
+//! They work on JSON, so fields neither version models pass through; only labels and
+//! annotations of `metadata` change (the apiserver refuses any other metadata change).
+//! A v1alpha1 object converted to v1beta1 and back is the object itself, up to what
+//! v1alpha1 defaulting writes anyway (an absent update strategy type becomes
+//! `ReCreate`, empty strategy objects are dropped). Where OpenKruise 1.9 loses
+//! information on the way back (v1beta1 `excludePreparingDelete`, the `rollingUpdate`
+//! settings of an OnDelete CloneSet) these functions keep it: in the label v1alpha1
+//! reads it from, and in the v1alpha1 fields.
+
+use serde_json::{Map, Value, json};
+
+use crate::keys;
+
+pub const V1ALPHA1: &str = "apps.kruise.io/v1alpha1";
+pub const V1BETA1: &str = "apps.kruise.io/v1beta1";
+
+/// The label every namespace carries with its own name.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The rollingUpdate fields that are v1alpha1 `updateStrategy` fields too.
+const PRE_DOWNLOAD: [(&str, &str); 3] = [
+    (
+        "imagePreDownloadParallelism",
+        keys::IMAGE_PREDOWNLOAD_PARALLELISM,
+    ),
+    (
+        "imagePreDownloadTimeoutSeconds",
+        keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS,
+    ),
+    (
+        "imagePreDownloadMinUpdatedReadyPods",
+        keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS,
+    ),
+];
+
+/// Converts a CloneSet (JSON, either version) to `desired` (`apps.kruise.io/<version>`).
+pub fn convert_cloneset(object: Value, desired: &str) -> Result<Value, String> {
+    convert(object, desired, cloneset_to_v1beta1, cloneset_to_v1alpha1)
+}
+
+/// Converts a SidecarSet (JSON, either version) to `desired`.
+pub fn convert_sidecarset(object: Value, desired: &str) -> Result<Value, String> {
+    convert(
+        object,
+        desired,
+        sidecarset_to_v1beta1,
+        sidecarset_to_v1alpha1,
+    )
+}
+
+fn convert(
+    object: Value,
+    desired: &str,
+    to_beta: fn(Value) -> Value,
+    to_alpha: fn(Value) -> Value,
+) -> Result<Value, String> {
+    let from = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    match (from.as_str(), desired) {
+        (f, d) if f == d => Ok(object),
+        (V1ALPHA1, V1BETA1) => Ok(to_beta(object)),
+        (V1BETA1, V1ALPHA1) => Ok(to_alpha(object)),
+        (f, d) => Err(format!("cannot convert from {f:?} to {d:?}")),
+    }
+}
+
+fn metadata_map<'a>(object: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    object
+        .get_mut("metadata")?
+        .get_mut(key)
+        .and_then(Value::as_object_mut)
+}
+
+fn metadata_get(object: &Value, key: &str, name: &str) -> Option<String> {
+    object
+        .get("metadata")?
+        .get(key)?
+        .get(name)?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn metadata_set(object: &mut Value, key: &str, name: &str, value: &str) {
+    if !object.get("metadata").is_some_and(Value::is_object) {
+        object["metadata"] = json!({});
+    }
+    let meta = &mut object["metadata"];
+    if !meta.get(key).is_some_and(Value::is_object) {
+        meta[key] = json!({});
+    }
+    meta[key][name] = json!(value);
+}
+
+/// Removes `key` from `map` as an object (absent or not an object: empty).
+fn take_object(map: &mut Map<String, Value>, key: &str) -> Map<String, Value> {
+    match map.remove(key) {
+        Some(Value::Object(o)) => o,
+        _ => Map::new(),
+    }
+}
+
+fn spec_of(object: &mut Value) -> Option<&mut Map<String, Value>> {
+    object.get_mut("spec").and_then(Value::as_object_mut)
+}
+
+/// v1alpha1 CloneSet → v1beta1.
+pub fn cloneset_to_v1beta1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1BETA1);
+    let exclude = metadata_get(
+        &object,
+        "labels",
+        keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
+    )
+    .is_some_and(|v| v == "true");
+    let pre_download: Vec<(&str, String)> = PRE_DOWNLOAD
+        .iter()
+        .filter_map(|(field, key)| {
+            metadata_get(&object, "annotations", key)
+                .filter(|v| !v.is_empty())
+                .map(|v| (*field, v))
+        })
+        .collect();
+    let Some(spec) = spec_of(&mut object) else {
+        return object;
+    };
+
+    let mut scale = take_object(spec, "scaleStrategy");
+    let disable = scale
+        .remove("disablePVCReuse")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    if !disable {
+        scale.insert("enablePVCReuse".into(), json!(true));
+    }
+    if exclude {
+        scale.insert("excludePreparingDelete".into(), json!(true));
+    }
+    if !scale.is_empty() {
+        spec.insert("scaleStrategy".into(), Value::Object(scale));
+    }
+
+    let mut rolling = take_object(spec, "updateStrategy");
+    let alpha_type = rolling.remove("type");
+    let mut strategy = Map::new();
+    match alpha_type.as_ref().and_then(Value::as_str) {
+        Some("OnDelete") => {
+            strategy.insert("type".into(), json!("OnDelete"));
+        }
+        other => {
+            let policy = pod_update_policy(other);
+            strategy.insert("type".into(), json!("RollingUpdate"));
+            rolling.insert("podUpdatePolicy".into(), json!(policy));
+        }
+    }
+    if !pre_download.is_empty() {
+        let mut in_place = take_object(&mut rolling, "inPlaceUpdateStrategy");
+        for (field, value) in pre_download {
+            let converted = match field {
+                "imagePreDownloadParallelism" => Some(int_or_string(&value)),
+                _ => value.parse::<i32>().ok().map(|n| json!(n)),
+            };
+            if let Some(v) = converted {
+                in_place.insert(field.into(), v);
+            }
+        }
+        if !in_place.is_empty() {
+            rolling.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
+        }
+    }
+    if !rolling.is_empty() {
+        strategy.insert("rollingUpdate".into(), Value::Object(rolling));
+    }
+    spec.insert("updateStrategy".into(), Value::Object(strategy));
+    object
+}
+
+/// The in-place policies both versions name alike; anything else is ReCreate (as in
+/// OpenKruise's conversion).
+fn pod_update_policy(value: Option<&str>) -> &'static str {
+    match value {
+        Some("InPlaceIfPossible") => "InPlaceIfPossible",
+        Some("InPlaceOnly") => "InPlaceOnly",
+        _ => "ReCreate",
+    }
+}
+
+/// An IntOrString from its annotation form (`"2"` → 2, `"50%"` → "50%").
+fn int_or_string(s: &str) -> Value {
+    s.parse::<i64>().map_or_else(|_| json!(s), |n| json!(n))
+}
+
+/// v1beta1 CloneSet → v1alpha1.
+pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1ALPHA1);
+    let mut exclude = false;
+    let mut pre_download: Vec<(&str, String)> = Vec::new();
+    if let Some(spec) = spec_of(&mut object) {
+        let mut scale = take_object(spec, "scaleStrategy");
+        let enable = scale
+            .remove("enablePVCReuse")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        exclude = scale
+            .remove("excludePreparingDelete")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if !enable {
+            scale.insert("disablePVCReuse".into(), json!(true));
+        }
+        if !scale.is_empty() {
+            spec.insert("scaleStrategy".into(), Value::Object(scale));
+        }
+
+        let mut strategy = take_object(spec, "updateStrategy");
+        let beta_type = strategy.remove("type");
+        let mut alpha = take_object(&mut strategy, "rollingUpdate");
+        let policy = alpha.remove("podUpdatePolicy");
+        let alpha_type = match beta_type.as_ref().and_then(Value::as_str) {
+            Some("OnDelete") => "OnDelete",
+            _ => pod_update_policy(policy.as_ref().and_then(Value::as_str)),
+        };
+        alpha.insert("type".into(), json!(alpha_type));
+        let mut in_place = take_object(&mut alpha, "inPlaceUpdateStrategy");
+        for (field, key) in PRE_DOWNLOAD {
+            if let Some(v) = in_place.remove(field) {
+                let text = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                pre_download.push((key, text));
+            }
+        }
+        if !in_place.is_empty() {
+            alpha.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
+        }
+        // Fields v1beta1 puts beside rollingUpdate that we do not know: keep them.
+        alpha.extend(strategy);
+        spec.insert("updateStrategy".into(), Value::Object(alpha));
+    }
+    if exclude {
+        metadata_set(
+            &mut object,
+            "labels",
+            keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
+            "true",
+        );
+    }
+    for (key, value) in pre_download {
+        metadata_set(&mut object, "annotations", key, &value);
+    }
+    object
+}
+
+/// v1alpha1 SidecarSet → v1beta1.
+pub fn sidecarset_to_v1beta1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1BETA1);
+    let custom_version = metadata_map(&mut object, "labels")
+        .and_then(|labels| labels.remove(keys::SIDECARSET_CUSTOM_VERSION));
+    let Some(spec) = spec_of(&mut object) else {
+        return object;
+    };
+    if let Some(Value::String(namespace)) = spec.remove("namespace")
+        && !namespace.is_empty()
+    {
+        spec.insert(
+            "namespaceSelector".into(),
+            json!({"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}),
+        );
+    }
+    if let Some(version) = custom_version {
+        spec.insert("customVersion".into(), version);
+    }
+    object
+}
+
+/// v1beta1 SidecarSet → v1alpha1.
+pub fn sidecarset_to_v1alpha1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1ALPHA1);
+    let mut custom_version = None;
+    if let Some(spec) = spec_of(&mut object) {
+        // A selector naming exactly one namespace is v1alpha1's `namespace`.
+        let single = spec.get("namespaceSelector").and_then(|s| {
+            let s = s.as_object()?;
+            let labels = s.get("matchLabels")?.as_object()?;
+            let only_labels = s.keys().all(|k| k == "matchLabels")
+                || s.get("matchExpressions")
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty);
+            match (only_labels, labels.len(), labels.get(NAMESPACE_NAME_LABEL)) {
+                (true, 1, Some(Value::String(ns))) if !ns.is_empty() => Some(ns.clone()),
+                _ => None,
+            }
+        });
+        if let Some(namespace) = single {
+            spec.remove("namespaceSelector");
+            spec.insert("namespace".into(), json!(namespace));
+        }
+        custom_version = spec
+            .remove("customVersion")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .filter(|v| !v.is_empty());
+    }
+    if let Some(version) = custom_version {
+        metadata_set(
+            &mut object,
+            "labels",
+            keys::SIDECARSET_CUSTOM_VERSION,
+            &version,
+        );
+    }
+    object
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,186 @@
+//! CRD conversion webhooks: `ConversionReview` in, converted objects out.
+//!
+//! A controller whose CRD serves two versions with different shapes (CloneSet and
+//! SidecarSet: `v1alpha1` stored, `v1beta1` served) registers a conversion route with
+//! [`super::Route::conversion`]. A cluster-wide instance then points the CRD's
+//! `spec.conversion` at this server ([`super::WebhookServer::register_conversions`]),
+//! with the same endpoint and caBundle as its admission webhooks, re-applied after every
+//! CA rotation. Namespace-scoped instances serve the route but never register it: a CRD
+//! has one conversion webhook for the whole cluster.
+//!
+//! The converter works on JSON so fields it does not know survive the trip; the
+//! apiserver rejects a conversion that changes anything in `metadata` but labels and
+//! annotations, so converters touch nothing else there.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::metrics::Metrics;
+
+/// Converts one object (JSON, any served version) to `desired_api_version`
+/// (`group/version`). An `Err` fails the whole review with its message.
+pub type Converter = Arc<dyn Fn(Value, &str) -> Result<Value, String> + Send + Sync>;
+
+/// The conversion side of a [`super::Route`].
+#[derive(Clone)]
+pub struct ConversionRoute {
+    /// The CRD whose `spec.conversion` names this route (`clonesets.apps.kruise.io`).
+    pub crd: &'static str,
+    pub convert: Converter,
+}
+
+pub(crate) struct ConversionCtx {
+    pub(crate) name: &'static str,
+    pub(crate) convert: Converter,
+    pub(crate) metrics: Metrics,
+}
+
+/// Answers one `ConversionReview` (apiextensions.k8s.io/v1).
+pub(crate) async fn handle(
+    ctx: Arc<ConversionCtx>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let (response, decision) = answer(&ctx, body);
+    ctx.metrics
+        .webhook_duration
+        .with_label_values(&[ctx.name, "CONVERT", decision])
+        .observe(started.elapsed().as_secs_f64());
+    if decision != "converted" {
+        ctx.metrics
+            .webhook_errors
+            .with_label_values(&[ctx.name, decision])
+            .inc();
+    }
+    response
+}
+
+fn answer(ctx: &ConversionCtx, body: Result<Bytes, BytesRejection>) -> (Response, &'static str) {
+    let bad = |message: String| ((StatusCode::BAD_REQUEST, message).into_response(), "decode");
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return bad(format!("cannot read the body: {e}")),
+    };
+    let review: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return bad(format!("not a ConversionReview: {e}")),
+    };
+    let request = &review["request"];
+    let (Some(uid), Some(desired)) = (
+        request["uid"].as_str(),
+        request["desiredAPIVersion"].as_str(),
+    ) else {
+        return bad("ConversionReview without request.uid or request.desiredAPIVersion".into());
+    };
+    let objects = request["objects"].as_array().cloned().unwrap_or_default();
+    let converted: Result<Vec<Value>, String> = objects
+        .into_iter()
+        .map(|object| (ctx.convert)(object, desired))
+        .collect();
+    let (result, decision) = match converted {
+        Ok(objects) => (
+            json!({"uid": uid, "convertedObjects": objects, "result": {"status": "Success"}}),
+            "converted",
+        ),
+        Err(message) => {
+            tracing::warn!(webhook = ctx.name, %message, desired, "conversion failed");
+            (
+                json!({"uid": uid, "convertedObjects": [],
+                       "result": {"status": "Failure", "message": message}}),
+                "failed",
+            )
+        }
+    };
+    let reply = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "response": result,
+    });
+    (Json(reply).into_response(), decision)
+}
+
+/// The server-side-apply body that points `crd` at `client_config` (its JSON has the
+/// same shape for CRD conversion as for admission webhooks).
+pub(crate) fn crd_conversion_patch(crd: &str, client_config: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd},
+        "spec": {"conversion": {
+            "strategy": "Webhook",
+            "webhook": {"clientConfig": client_config, "conversionReviewVersions": ["v1"]},
+        }},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::to_bytes;
+
+    fn ctx(convert: Converter) -> ConversionCtx {
+        ConversionCtx {
+            name: "test",
+            convert,
+            metrics: Metrics::new(),
+        }
+    }
+
+    async fn body(response: Response) -> (StatusCode, Value) {
+        let status = response.status();
+        let bytes = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+        )
+    }
+
+    #[tokio::test]
+    async fn converts_every_object_and_echoes_the_uid() {
+        let ctx = ctx(Arc::new(|mut o: Value, v: &str| {
+            o["apiVersion"] = json!(v);
+            Ok(o)
+        }));
+        let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u-1", "desiredAPIVersion": "x.io/v2",
+                        "objects": [{"apiVersion": "x.io/v1", "kind": "K"}, {"apiVersion": "x.io/v1", "kind": "K"}]}});
+        let (response, decision) = answer(&ctx, Ok(Bytes::from(review.to_string())));
+        assert_eq!(decision, "converted");
+        let (status, reply) = body(response).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(reply["response"]["uid"], "u-1");
+        assert_eq!(reply["response"]["result"]["status"], "Success");
+        assert_eq!(
+            reply["response"]["convertedObjects"][1]["apiVersion"],
+            "x.io/v2"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_object_fails_the_review_with_its_message() {
+        let ctx = ctx(Arc::new(|_: Value, _: &str| Err("no way".to_string())));
+        let review = json!({"request": {"uid": "u-2", "desiredAPIVersion": "x.io/v2",
+                                        "objects": [{}]}});
+        let (response, decision) = answer(&ctx, Ok(Bytes::from(review.to_string())));
+        assert_eq!(decision, "failed");
+        let (_, reply) = body(response).await;
+        assert_eq!(reply["response"]["result"]["status"], "Failure");
+        assert_eq!(reply["response"]["result"]["message"], "no way");
+    }
+
+    #[tokio::test]
+    async fn garbage_is_a_bad_request() {
+        let ctx = ctx(Arc::new(|o: Value, _: &str| Ok(o)));
+        let (response, decision) = answer(&ctx, Ok(Bytes::from_static(b"{not json")));
+        assert_eq!(decision, "decode");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+}
