@@ -50,8 +50,14 @@ fn served_with_v1beta1(
     alpha: CustomResourceDefinition,
     beta: CustomResourceDefinition,
 ) -> CustomResourceDefinition {
-    kube::core::crd::merge_crds(vec![alpha, beta], "v1alpha1")
-        .expect("the two versions of one kind merge")
+    let mut crd = kube::core::crd::merge_crds(vec![alpha, beta], "v1alpha1")
+        .expect("the two versions of one kind merge");
+    // One set of printer columns (declared on the v1alpha1 type) for both versions.
+    let columns = crd.spec.versions[0].additional_printer_columns.clone();
+    for version in &mut crd.spec.versions {
+        version.additional_printer_columns = columns.clone();
+    }
+    crd
 }
 
 /// The file name `crdgen` writes a CRD to: `<plural>.<group>.yaml` (the CRD's own name).

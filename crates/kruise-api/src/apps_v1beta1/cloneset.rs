@@ -36,63 +36,6 @@ use crate::appspub::{
         spec_replicas_path = ".spec.replicas",
         status_replicas_path = ".status.replicas",
         label_selector_path = ".status.labelSelector"
-    ),
-    printcolumn(
-        name = "DESIRED",
-        type_ = "integer",
-        json_path = ".spec.replicas",
-        description = "The desired number of pods."
-    ),
-    printcolumn(
-        name = "UPDATED",
-        type_ = "integer",
-        json_path = ".status.updatedReplicas",
-        description = "The number of pods updated."
-    ),
-    printcolumn(
-        name = "UPDATED_READY",
-        type_ = "integer",
-        json_path = ".status.updatedReadyReplicas",
-        description = "The number of pods updated and ready."
-    ),
-    printcolumn(
-        name = "READY",
-        type_ = "integer",
-        json_path = ".status.readyReplicas",
-        description = "The number of pods ready."
-    ),
-    printcolumn(
-        name = "TOTAL",
-        type_ = "integer",
-        json_path = ".status.replicas",
-        description = "The number of currently all pods."
-    ),
-    printcolumn(
-        name = "AGE",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp",
-        description = "CreationTimestamp is a timestamp representing the server time when this object was created."
-    ),
-    printcolumn(
-        name = "CONTAINERS",
-        type_ = "string",
-        json_path = ".spec.template.spec.containers[*].name",
-        description = "The containers of currently cloneset.",
-        priority = 1
-    ),
-    printcolumn(
-        name = "IMAGES",
-        type_ = "string",
-        json_path = ".spec.template.spec.containers[*].image",
-        description = "The images of currently cloneset.",
-        priority = 1
-    ),
-    printcolumn(
-        name = "SELECTOR",
-        type_ = "string",
-        json_path = ".status.labelSelector",
-        description = "The selector of currently cloneset.",
-        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]

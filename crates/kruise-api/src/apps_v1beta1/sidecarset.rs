@@ -27,31 +27,7 @@ use crate::apps_v1alpha1::{
     status = "SidecarSetStatus",
     derive = "PartialEq",
     derive = "Default",
-    doc = "SidecarSet injects sidecar containers into matching Pods and upgrades them in place.",
-    printcolumn(
-        name = "MATCHED",
-        type_ = "integer",
-        json_path = ".status.matchedPods",
-        description = "The number of pods matched."
-    ),
-    printcolumn(
-        name = "UPDATED",
-        type_ = "integer",
-        json_path = ".status.updatedPods",
-        description = "The number of pods matched and updated."
-    ),
-    printcolumn(
-        name = "READY",
-        type_ = "integer",
-        json_path = ".status.readyPods",
-        description = "The number of pods matched and ready."
-    ),
-    printcolumn(
-        name = "AGE",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp",
-        description = "CreationTimestamp is a timestamp representing the server time when this object was created."
-    )
+    doc = "SidecarSet injects sidecar containers into matching Pods and upgrades them in place."
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SidecarSetSpec {
