@@ -22,12 +22,12 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     use apps_v1alpha1 as a;
     vec![
         a::AdvancedCronJob::crd(),
-        a::BroadcastJob::crd(),
+        also_served_as_v1beta1(a::BroadcastJob::crd()),
         served_with_v1beta1(a::CloneSet::crd(), apps_v1beta1::cloneset::CloneSet::crd()),
         a::ContainerRecreateRequest::crd(),
         a::DaemonSet::crd(),
-        a::ImageListPullJob::crd(),
-        a::ImagePullJob::crd(),
+        also_served_as_v1beta1(a::ImageListPullJob::crd()),
+        also_served_as_v1beta1(a::ImagePullJob::crd()),
         a::NodeImage::crd(),
         a::PersistentPodState::crd(),
         a::ResourceDistribution::crd(),
@@ -40,6 +40,17 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         apps_v1beta1::StatefulSet::crd_with_v1alpha1(),
         policy_v1alpha1::PodUnavailableBudget::crd(),
     ]
+}
+
+/// Kinds whose OpenKruise 1.9 `v1beta1` has exactly the v1alpha1 fields (BroadcastJob,
+/// ImagePullJob, ImageListPullJob): v1beta1 is served with the same schema, and the
+/// apiserver's default `None` conversion (a relabelled apiVersion) is exact.
+fn also_served_as_v1beta1(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut beta = crd.spec.versions[0].clone();
+    beta.name = "v1beta1".into();
+    beta.storage = false;
+    crd.spec.versions.push(beta);
+    crd
 }
 
 /// One CRD serving both versions, v1alpha1 stored: the controllers read v1alpha1, and
