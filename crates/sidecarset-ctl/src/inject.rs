@@ -61,10 +61,19 @@ pub fn choose<'a>(
     revisions: &dyn Revisions,
     draw: &mut dyn FnMut() -> f64,
 ) -> Vec<Candidate<'a>> {
-    let mut chosen: Vec<Candidate<'a>> = sidecarsets
+    let matched: Vec<&'a SidecarSet> = sidecarsets
         .iter()
         .map(std::borrow::Borrow::borrow)
         .filter(|ss| matching::injects_into(ss, pod, namespaces))
+        .collect();
+    // A canary SidecarSet that matches the Pod replaces its base.
+    let replaced: BTreeSet<&str> = matched
+        .iter()
+        .filter_map(|ss| matching::canary_base(ss))
+        .collect();
+    let mut chosen: Vec<Candidate<'a>> = matched
+        .into_iter()
+        .filter(|ss| !replaced.contains(ss.metadata.name.as_deref().unwrap_or_default()))
         .map(|ss| candidate(ss, pod, revisions, draw))
         .collect();
     chosen.sort_by(|a, b| a.name.cmp(b.name));

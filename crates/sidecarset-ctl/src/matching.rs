@@ -73,6 +73,19 @@ pub fn is_active(pod: &Pod) -> bool {
     kruise_ordering::predicates::is_active(pod)
 }
 
+/// The base SidecarSet this one stands in for, when it is a canary (annotations
+/// `apps.kruise.io/sidecarset-canary: "true"` and `apps.kruise.io/sidecarset-base`).
+pub fn canary_base(ss: &SidecarSet) -> Option<&str> {
+    let annotations = ss.metadata.annotations.as_ref()?;
+    if annotations.get(keys::SIDECARSET_CANARY).map(String::as_str) != Some("true") {
+        return None;
+    }
+    annotations
+        .get(keys::SIDECARSET_BASE)
+        .map(String::as_str)
+        .filter(|b| !b.is_empty())
+}
+
 /// Spec 4.1.3: whether a new Pod gets this SidecarSet's sidecars.
 pub fn injects_into(ss: &SidecarSet, pod: &Pod, namespaces: &dyn NamespaceLabels) -> bool {
     !ss.spec.injection_strategy.paused

@@ -522,10 +522,56 @@ pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec
         }
     }
 
-    // 8. Conflicts with overlapping SidecarSets.
+    // Canary SidecarSets (OpenKruise 1.9): injection only, in place of an existing base.
+    if let Some(base) = matching::canary_base(ss) {
+        let annotations = format!("annotations[{}]", kruise_api::keys::SIDECARSET_BASE);
+        if base == name {
+            errors.push(invalid("metadata", "base sidecarSet cannot be itself"));
+        }
+        let old_base = old.map(|o| {
+            o.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(kruise_api::keys::SIDECARSET_BASE))
+                .cloned()
+                .unwrap_or_default()
+        });
+        if old_base.is_some_and(|b| b != base) {
+            errors.push(invalid("metadata", format!("{annotations} is immutable")));
+        }
+        match ctx
+            .others
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some(base))
+        {
+            None => errors.push(invalid(
+                "metadata",
+                format!("fetch base sidecarSet[{base}] failed: not found"),
+            )),
+            Some(b) if matching::canary_base(b).is_some() => {
+                errors.push(invalid("metadata", "base sidecarSet cannot be canary"));
+            }
+            Some(_) => {}
+        }
+        if spec.update_strategy.strategy_type() != SidecarSetUpdateStrategyType::NotUpdate {
+            errors.push(invalid(
+                "metadata",
+                "RollingUpdate is not supported for canary sidecarSet",
+            ));
+        }
+    }
+
+    // 8. Conflicts with overlapping SidecarSets (a canary and its base never meet in
+    // one Pod: the canary replaces the base).
+    let canary_pair = |other: &SidecarSet, other_name: &str| {
+        matching::canary_base(ss) == Some(other_name) || matching::canary_base(other) == Some(name)
+    };
     for other in ctx.others.iter().map(AsRef::as_ref) {
         let other_name = other.metadata.name.as_deref().unwrap_or_default();
-        if other_name == name || !overlaps(ss, other, ctx.namespaces) {
+        if other_name == name
+            || canary_pair(other, other_name)
+            || !overlaps(ss, other, ctx.namespaces)
+        {
             continue;
         }
         let theirs: BTreeSet<String> = other

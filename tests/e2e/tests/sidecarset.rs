@@ -1059,6 +1059,55 @@ async fn a_pod_created_right_after_its_sidecarset_is_injected() {
     }
 }
 
+/// OpenKruise 1.9's canary SidecarSet: annotated `sidecarset-canary: "true"` and
+/// `sidecarset-base: <base>`, it is injected instead of its base (same containers, no
+/// conflict); the base then matches no Pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_sidecarset_is_injected_instead_of_its_base() {
+    let ns = TestNamespace::new("ss-canary").await;
+    let _ctl = controller(&ns).await;
+    let (stable, canary) = (unique("stable", &ns), unique("canary", &ns));
+    let _cleanup = SidecarSets(vec![canary.clone(), stable.clone()]);
+    let spec = |image: &str| sidecar_spec("canary-app", image, json!({"type": "NotUpdate"}));
+    ns.apply(&sidecarset_json(&ns, &stable, spec("nginx:1.20.1")))
+        .await
+        .unwrap();
+    let mut doc: Value =
+        serde_json::from_str(&sidecarset_json(&ns, &canary, spec("nginx:1.21.1"))).unwrap();
+    doc["metadata"]["annotations"] = json!({
+        keys::SIDECARSET_CANARY: "true", keys::SIDECARSET_BASE: stable.clone()});
+    ns.apply(&doc.to_string())
+        .await
+        .expect("the canary is admitted beside its base");
+    // Turning the base into another SidecarSet's canary later is refused.
+    let mut moved = doc.clone();
+    moved["metadata"]["annotations"][keys::SIDECARSET_BASE] = json!("someone-else");
+    let err = ns.apply(&moved.to_string()).await.unwrap_err();
+    assert!(err.contains("is immutable"), "{err}");
+
+    wait_status(&ns, &canary, "canary observed", |_| true).await;
+    let templates: Vec<Pod> = (0..2)
+        .map(|i| {
+            pod_json(
+                &format!("app-{i}"),
+                json!({"app": "canary-app"}),
+                json!([{"name": "app", "image": "nginx"}]),
+            )
+        })
+        .collect();
+    let pods: Vec<Pod> =
+        futures::future::join_all(templates.iter().map(|p| create_pod(&ns, p))).await;
+    for pod in &pods {
+        assert_eq!(image(pod, "sidecar1"), "nginx:1.21.1");
+        assert_eq!(annotation(pod, keys::SIDECARSET_INJECTED_LIST), canary);
+    }
+    wait_status(&ns, &canary, "canary matches both Pods", |s| {
+        counts(s).0 == 2
+    })
+    .await;
+    wait_status(&ns, &stable, "the base matches none", |s| counts(s).0 == 0).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_controller_down_only_pods_it_would_inject_are_refused() {
     let ns = TestNamespace::new("ss-down").await;

@@ -22,6 +22,12 @@ pub const SIDECARSET_NAME_LABEL: &str = "kruise.io/sidecarset-name";
 /// SidecarSet/ControllerRevision label: user version matched by `injectionStrategy.revision.customVersion`.
 pub const SIDECARSET_CUSTOM_VERSION: &str = "apps.kruise.io/sidecarset-custom-version";
 
+/// SidecarSet annotation: `"true"` with [`SIDECARSET_BASE`] makes a canary SidecarSet,
+/// injected instead of its base into the Pods both select (OpenKruise 1.9).
+pub const SIDECARSET_CANARY: &str = "apps.kruise.io/sidecarset-canary";
+/// SidecarSet annotation: the name of the base SidecarSet a canary stands in for.
+pub const SIDECARSET_BASE: &str = "apps.kruise.io/sidecarset-base";
+
 /// Container env: `"true"` on every injected sidecar, marking it as not an app container.
 pub const IS_INJECTED: &str = "IS_INJECTED";
 /// Container env of hot-upgrade twins: fieldRef to the twin's `version.sidecarset.kruise.io/` annotation.

@@ -738,3 +738,40 @@ fn a_resources_policy_that_matches_nothing_denies_the_pod() {
         ]
     );
 }
+
+#[test]
+fn a_canary_sidecarset_replaces_its_base_in_the_pods_both_select() {
+    let spec = |image: &str, app: &str| {
+        json!({"selector": {"matchLabels": {"app": app}},
+               "updateStrategy": {"type": "NotUpdate"},
+               "containers": [{"name": "nginx-sidecar", "image": image}]})
+    };
+    let stable = sidecarset("stable", spec("nginx:1.20.1", "web"));
+    let mut canary = sidecarset("canary", spec("nginx:1.21.1", "web"));
+    canary.metadata.annotations.as_mut().unwrap().extend([
+        (keys::SIDECARSET_CANARY.to_string(), "true".to_string()),
+        (keys::SIDECARSET_BASE.to_string(), "stable".to_string()),
+    ]);
+    let web = pod(
+        json!({"metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "main", "image": "busybox"}]}}),
+    );
+    let injected = run(&web, &[stable.clone(), canary.clone()]).pod;
+    assert_eq!(
+        container(&injected, "nginx-sidecar").image.as_deref(),
+        Some("nginx:1.21.1")
+    );
+    assert_eq!(
+        injected.metadata.annotations.as_ref().unwrap()[keys::SIDECARSET_INJECTED_LIST],
+        "canary"
+    );
+    // A canary that does not select the Pod leaves the base in place.
+    let mut elsewhere = canary;
+    elsewhere.spec.selector =
+        Some(serde_json::from_value(json!({"matchLabels": {"app": "other"}})).unwrap());
+    let injected = run(&web, &[stable, elsewhere]).pod;
+    assert_eq!(
+        container(&injected, "nginx-sidecar").image.as_deref(),
+        Some("nginx:1.20.1")
+    );
+}

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_api::keys;
 use serde_json::json;
 
 use super::*;
@@ -531,4 +532,72 @@ fn patch_pod_metadata_rules() {
         ),
         "{errors:?}"
     );
+}
+
+fn canary_of(name: &str, base_name: &str, spec: Value) -> SidecarSet {
+    let mut s = ss(name, spec);
+    s.metadata.annotations = Some(
+        [
+            (keys::SIDECARSET_CANARY.to_string(), "true".to_string()),
+            (keys::SIDECARSET_BASE.to_string(), base_name.to_string()),
+        ]
+        .into(),
+    );
+    s
+}
+
+#[test]
+fn a_canary_needs_an_existing_non_canary_base_and_no_rolling_update() {
+    let not_update = set(base(), "updateStrategy", json!({"type": "NotUpdate"}));
+    let stable = Arc::new(ss("stable", not_update.clone()));
+    // Same containers and selector as its base: no conflict, it replaces the base.
+    let canary = canary_of("canary", "stable", not_update.clone());
+    assert_eq!(
+        check_with(&canary, None, std::slice::from_ref(&stable), Ok(None)),
+        Vec::<String>::new()
+    );
+    // ... while an unrelated SidecarSet with the same containers conflicts.
+    let other = ss("other", not_update.clone());
+    assert!(has(
+        &check_with(&other, None, std::slice::from_ref(&stable), Ok(None)),
+        "container sidecar1 already exist in stable"
+    ));
+    assert!(has(
+        &check_with(
+            &canary_of("canary", "gone", not_update.clone()),
+            None,
+            &[],
+            Ok(None)
+        ),
+        "fetch base sidecarSet[gone] failed"
+    ));
+    assert!(has(
+        &check_with(
+            &canary_of("canary", "canary", not_update.clone()),
+            None,
+            &[],
+            Ok(None)
+        ),
+        "base sidecarSet cannot be itself"
+    ));
+    let canary_base = Arc::new(canary_of("stable", "elsewhere", not_update.clone()));
+    assert!(has(
+        &check_with(&canary, None, &[canary_base], Ok(None)),
+        "base sidecarSet cannot be canary"
+    ));
+    assert!(has(
+        &check_with(
+            &canary_of("canary", "stable", base()),
+            None,
+            std::slice::from_ref(&stable),
+            Ok(None)
+        ),
+        "RollingUpdate is not supported for canary sidecarSet"
+    ));
+    let moved = canary_of("canary", "stable", not_update.clone());
+    let was = canary_of("canary", "earlier", not_update);
+    assert!(has(
+        &check_with(&moved, Some(&was), &[stable], Ok(None)),
+        "annotations[apps.kruise.io/sidecarset-base] is immutable"
+    ));
 }
