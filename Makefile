@@ -4,7 +4,8 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, conformance, images, deploy. Everything lands under .local/ (kubeconfig, logs).
+# e2e, bench, bench-compare, conformance, images, deploy; with the real node (opt-in,
+# root): up-real, e2e-real, deploy-local. Everything lands under .local/ (kubeconfig, logs).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -12,6 +13,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/.local/kubeconfig
 E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
+.PHONY: up-real e2e-real deploy-local bench-compare
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -64,12 +66,27 @@ bench: cluster ## benchmarks on the local cluster (not part of make test); resul
 	cargo build --release --quiet --bins
 	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --ignored --test-threads=1 --nocapture bench_
 
+bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000; results in target/bench/compare.json
+	cargo build --release --quiet -p cloneset-ctl
+	@tests/bench/compare.sh
+
 SUITE ?= all
 conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|all [FOCUS=regex]; results in target/conformance/
 	@tests/conformance/run.sh $(SUITE)
 
-images: ## one image per controller binary (needs a Docker engine; tests/images.sh --local without one)
+images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
+	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images
 	@tests/images.sh
+
+up-real: deps ## the local cluster with the real node real-0 (kubelet + containerd + registry; root; opt-in, not in make test)
+	@tests/deps.sh --real-node
+	@KRUISE_REAL_NODE=1 tests/cluster/cluster.sh up
+
+e2e-real: ## the real node's e2e tests (tests/e2e/tests/realnode.rs) on the cluster of make up-real
+	KUBECONFIG=$(KUBECONFIG_LOCAL) KRUISE_E2E_REAL_NODE=1 cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode::
+
+deploy-local: ## make images, push them to the real node's registry, deploy kustomize/overlays/all onto real-0
+	@tests/deploy-local.sh
 
 OVERLAY ?= all
 KUBECTL ?= kubectl

@@ -8,7 +8,16 @@
 #   cluster.sh bin     print the directory holding kubectl & co (building them if needed)
 #
 # State lives under <repo>/.local: kubeconfig, pki/, logs/, run/ (pid files), etcd/.
-# Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers).
+# Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers),
+# KRUISE_KCM_PORT, KRUISE_SCHEDULER_PORT; with KRUISE_LOCAL_DIR this runs a second, separate
+# cluster (make bench-compare does). KRUISE_APISERVER_ARGS: extra kube-apiserver flags
+# (space-separated), e.g. an audit policy.
+#
+# KRUISE_REAL_NODE=1 (opt-in, `make up-real`) adds the real node real-0 (node.sh: kubelet,
+# containerd, a local registry; root and tests/deps.sh --real-node needed) and starts the
+# apiserver with what it needs for it: a client certificate at the kubelet, and webhook
+# Services resolved to their endpoints (--enable-aggregator-routing: the apiserver calls
+# the Pod IP on the node's bridge; there is no kube-proxy). `down` stops the node too.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,6 +33,7 @@ etcd_peer_port=$((etcd_port + 1))
 kcm_port=${KRUISE_KCM_PORT:-20257}
 scheduler_port=${KRUISE_SCHEDULER_PORT:-20259}
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+real_node=${KRUISE_REAL_NODE:-0}
 
 log() { echo "cluster: $*" >&2; }
 
@@ -63,6 +73,9 @@ start() { # name command...
 
 stop() {
   local c
+  # The real node first (its Pods, mounts, host changes), whatever KRUISE_REAL_NODE says.
+  if [ -d "$state/node" ]; then "$here/node.sh" down || log "stopping the real node failed (see above)"; fi
+  rm -f "$run/real-node"
   for ((i = ${#components[@]} - 1; i >= 0; i--)); do
     c=${components[$i]}
     if pid_alive "$c"; then
@@ -141,12 +154,28 @@ up() {
   bin=$(bin_dir | tail -n 1)
   mkdir -p "$logs" "$run"
   if all_alive && [ -f "$kubeconfig" ] && kc get --raw=/readyz >/dev/null 2>&1; then
+    if [ "$real_node" = 1 ]; then
+      if [ ! -f "$run/real-node" ]; then
+        log "up without the real node (its apiserver lacks the flags): cluster.sh down first"
+        return 1
+      fi
+      "$here/node.sh" status || "$here/node.sh" up
+    fi
     log "already up (kubeconfig: $kubeconfig)"
     return 0
   fi
   stop
   make_pki
   write_kubeconfig
+  local apiserver_real_node=()
+  if [ "$real_node" = 1 ]; then
+    "$here/node.sh" pki
+    apiserver_real_node=(--enable-aggregator-routing=true
+      --kubelet-client-certificate "$pki/kubelet-client.crt" --kubelet-client-key "$pki/kubelet-client.key"
+      --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP,Hostname)
+  fi
+  local apiserver_extra=()
+  read -r -a apiserver_extra <<<"${KRUISE_APISERVER_ARGS:-}"
   local started=$SECONDS
 
   # A fresh store every start: tests and demos begin from a clean cluster.
@@ -168,8 +197,10 @@ up() {
     --authorization-mode Node,RBAC --service-cluster-ip-range 10.0.0.0/24 \
     --allow-privileged=true --enable-priority-and-fairness=false \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
-    --event-ttl 30m --profiling=false --v=1
+    --event-ttl 30m --profiling=false --v=1 ${apiserver_real_node[@]+"${apiserver_real_node[@]}"} \
+    ${apiserver_extra[@]+"${apiserver_extra[@]}"}
   wait_for "kube-apiserver" 90 kc get --raw=/readyz
+  [ "$real_node" = 1 ] && touch "$run/real-node"
 
   start kube-controller-manager "$bin/kube-controller-manager" \
     --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
@@ -193,6 +224,7 @@ up() {
   # lifecycle controller (off here: kwok nodes have no kubelet to evict from) would lift it.
   kc taint nodes -l type=kwok node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   wait_for "the default ServiceAccount (controller-manager up)" 60 default_sa
+  [ "$real_node" = 1 ] && "$here/node.sh" up
   log "up in $((SECONDS - started))s: export KUBECONFIG=$kubeconfig"
 }
 
@@ -205,6 +237,7 @@ case "${1:-}" in
   status)
     bin=$(bin_dir | tail -n 1)
     all_alive && kc get --raw=/readyz >/dev/null 2>&1
+    [ ! -f "$run/real-node" ] || "$here/node.sh" status
     ;;
   bin) bin_dir | tail -n 1 ;;
   *)

@@ -13,8 +13,11 @@
 //!   `PreparingUpdate` first.
 //! - [`scatter`]: the scatter interleaving on its own.
 //! - [`selector`]: label-selector matching and its string form.
+//! - [`nodes`]: whether a Pod fits a node (selector, affinity, taints, unschedulable),
+//!   and binding a Pod to one node.
 
 pub mod deletion;
+pub mod nodes;
 pub mod predicates;
 pub mod scatter;
 pub mod selector;

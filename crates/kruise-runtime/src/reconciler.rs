@@ -167,9 +167,33 @@ impl Reconciler {
         E: ReconcileError,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
+        let controller = self
+            .controller(primary, workers)
+            .watches_shared_stream(owned.subscribe(), self.owner_of::<K, C>());
+        self.run_with(controller, ctx, reconcile).await;
+    }
+
+    /// Runs a `Controller` built with [`Reconciler::controller`] (and whatever triggers
+    /// the controller adds to it) until shutdown, as [`Reconciler::run_controller`] does.
+    pub async fn run_with<K, Ctx, E, Fut>(
+        &self,
+        controller: Controller<K>,
+        ctx: Arc<Ctx>,
+        reconcile: fn(Arc<K>, Arc<Ctx>) -> Fut,
+    ) where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        Ctx: Send + Sync + 'static,
+        E: ReconcileError,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
         let (this, policy) = (self.clone(), self.clone());
-        self.controller(primary, workers)
-            .watches_shared_stream(owned.subscribe(), self.owner_of::<K, C>())
+        controller
             .run(
                 move |obj, ctx| {
                     let this = this.clone();

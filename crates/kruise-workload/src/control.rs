@@ -36,6 +36,14 @@ pub trait PodMessages: Send + Sync {
     fn delete_failed(&self, _owner: &str, pod: &str, err: &kube::Error) -> String {
         format!("failed to delete pod {pod}: {err}")
     }
+    /// A Pod updated in place to `revision` (`SuccessfulUpdatePodInPlace`).
+    fn updated_in_place(&self, pod: &str, revision: &str) -> String {
+        format!("successfully update pod {pod} in-place(revision {revision})")
+    }
+    /// An in-place update that failed (`FailedUpdatePodInPlace`).
+    fn update_in_place_failed(&self, pod: &str, revision: &str, err: &kube::Error) -> String {
+        format!("failed to update pod {pod} in-place(revision {revision}): {err}")
+    }
     /// An event for a created claim, if the controller reports them.
     fn claim_created(&self, _owner: &str, _pod: &str, _claim: &str) -> Option<String> {
         None
@@ -90,6 +98,11 @@ impl PodControl {
     pub fn with_messages(mut self, messages: impl PodMessages + 'static) -> Self {
         self.messages = Arc::new(messages);
         self
+    }
+
+    /// How this controller words its events.
+    pub fn messages(&self) -> &dyn PodMessages {
+        self.messages.as_ref()
     }
 
     pub fn client(&self) -> &Client {
@@ -190,7 +203,10 @@ impl PodControl {
                 self.events.normal(
                     owner,
                     REASON_SUCCESSFUL_CREATE,
-                    self.messages.created(owner_name(owner), &pod.name_any()),
+                    // The created name: a Pod sent with only `generateName` (Advanced
+                    // DaemonSet) gets its name from the apiserver.
+                    self.messages
+                        .created(owner_name(owner), &created.name_any()),
                 );
                 Ok(created)
             }

@@ -52,6 +52,19 @@ impl Writer {
         pvcs: &kruise_runtime::Cache<PersistentVolumeClaim>,
         now: jiff::Timestamp,
     ) -> bool {
+        self.caught_up(owner_uid, namespace, pods, Some(pvcs), now)
+    }
+
+    /// [`Writer::caches_caught_up`] with or without a PVC cache (a controller that
+    /// writes no PVCs has none).
+    fn caught_up(
+        &self,
+        owner_uid: &str,
+        namespace: &str,
+        pods: &kruise_runtime::Cache<Pod>,
+        pvcs: Option<&kruise_runtime::Cache<PersistentVolumeClaim>>,
+        now: jiff::Timestamp,
+    ) -> bool {
         let observe = |expectations: &Expectations, cache_of: &dyn Fn(&str) -> Observed| {
             expectations.pending(owner_uid, now, cache_of)
         };
@@ -63,14 +76,17 @@ impl Writer {
                 pods.resource_version(),
             )
         });
-        let pending_pvcs = observe(&self.pvcs, &|name| {
-            Observed::in_cache(
-                pvcs.store()
-                    .get(&ObjectRef::new(name).within(namespace))
-                    .as_deref(),
-                pvcs.resource_version(),
-            )
-        });
+        let pending_pvcs = match pvcs {
+            Some(pvcs) => observe(&self.pvcs, &|name| {
+                Observed::in_cache(
+                    pvcs.store()
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .as_deref(),
+                    pvcs.resource_version(),
+                )
+            }),
+            None => Vec::new(),
+        };
         if pending.is_empty() && pending_pvcs.is_empty() {
             return true;
         }
@@ -89,6 +105,26 @@ impl Writer {
         pvcs: &kruise_runtime::Cache<PersistentVolumeClaim>,
         now: jiff::Timestamp,
     ) -> Option<Next> {
+        self.hold_off_with(owner, pods, Some(pvcs), now)
+    }
+
+    /// [`Writer::hold_off`] for a controller that writes Pods only (no PVC cache).
+    pub fn hold_off_pods<K: Resource>(
+        &self,
+        owner: &K,
+        pods: &kruise_runtime::Cache<Pod>,
+        now: jiff::Timestamp,
+    ) -> Option<Next> {
+        self.hold_off_with(owner, pods, None, now)
+    }
+
+    fn hold_off_with<K: Resource>(
+        &self,
+        owner: &K,
+        pods: &kruise_runtime::Cache<Pod>,
+        pvcs: Option<&kruise_runtime::Cache<PersistentVolumeClaim>>,
+        now: jiff::Timestamp,
+    ) -> Option<Next> {
         let meta = owner.meta();
         let uid = meta.uid.as_deref().unwrap_or_default();
         if meta.deletion_timestamp.is_some() {
@@ -96,8 +132,7 @@ impl Writer {
             return Some(Next::await_change());
         }
         let namespace = meta.namespace.as_deref().unwrap_or_default();
-        (!self.caches_caught_up(uid, namespace, pods, pvcs, now))
-            .then(|| Next::requeue(EXPECTATION_POLL))
+        (!self.caught_up(uid, namespace, pods, pvcs, now)).then(|| Next::requeue(EXPECTATION_POLL))
     }
 
     /// The owner is gone: nothing it expected matters any more.
@@ -178,6 +213,8 @@ impl Writer {
             self.create_pvc(owner, uid, &name, pvc).await?;
         }
         let created = self.control.create_pod(owner, &pod).await?;
+        // The name the apiserver gave it (a Pod sent with `generateName` has none yet).
+        let name = created.name_any();
         // Recorded with its resourceVersion: if someone deletes the Pod before the cache
         // shows it, the cache moving past that version still releases the owner.
         self.pods.expect(
@@ -285,18 +322,18 @@ impl Writer {
                         events.normal(
                             owner,
                             keys::EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
-                            format!(
-                                "successfully update pod {} in-place(revision {revision})",
-                                pod.name_any()
-                            ),
+                            self.control
+                                .messages()
+                                .updated_in_place(&pod.name_any(), &revision),
                         );
                     }
                     Err(e) => events.warning(
                         owner,
                         keys::EVENT_FAILED_UPDATE_POD_IN_PLACE,
-                        format!(
-                            "failed to update pod {} in-place(revision {revision}): {e}",
-                            pod.name_any()
+                        self.control.messages().update_in_place_failed(
+                            &pod.name_any(),
+                            &revision,
+                            e,
                         ),
                     ),
                 }

@@ -64,6 +64,24 @@ pub fn refresh_pod<'a>(
     }
 }
 
+/// Deleting a Pod behind a `preDelete` hook: while the hook holds it, the Pod moves to
+/// `PreparingDelete` (and, with `markPodNotReady`, NotReady) and stays there (`None` once
+/// it is); when nothing holds it, it is deleted (Advanced StatefulSet and DaemonSet).
+pub fn delete_or_hold<'a>(
+    pod: &'a Pod,
+    lifecycle: Option<&Lifecycle>,
+    now: Timestamp,
+) -> Option<Action<'a>> {
+    if kruise_lifecycle::pre_delete_holds(pod, lifecycle) {
+        return kruise_lifecycle::transition(pod, LifecycleState::PreparingDelete, lifecycle, now)
+            .map(|transition| Action::Lifecycle { pod, transition });
+    }
+    Some(Action::Delete {
+        pod,
+        pvcs: Vec::new(),
+    })
+}
+
 fn add_condition(writes: &mut PodWrites, condition: Value) {
     let patch = writes
         .status_patch

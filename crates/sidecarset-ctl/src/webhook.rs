@@ -323,9 +323,20 @@ async fn validate_sidecarset(
     } else {
         whitelist(ctx).await
     };
+    let mut others = ctx.sidecarsets.store().state();
+    // A canary's base created a moment ago may not be in the cache yet: ask the API.
+    if let Some(base) = matching::canary_base(&ss)
+        && !others
+            .iter()
+            .any(|o| o.metadata.name.as_deref() == Some(base))
+        && let Ok(Some(found)) = Api::<SidecarSet>::all(ctx.client.clone())
+            .get_opt(base)
+            .await
+    {
+        others.push(Arc::new(found));
+    }
     // In a block: the validation context is not Send, the widening below awaits.
     let errors = {
-        let others = ctx.sidecarsets.store().state();
         let revisions = RevisionStore {
             cache: &ctx.revisions,
             namespace: &ctx.revision_namespace,

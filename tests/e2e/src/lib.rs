@@ -476,7 +476,19 @@ pub struct EventLine {
 /// Events about the object named `name`, in every namespace (Events about cluster-scoped
 /// objects live in `default`).
 pub async fn events_about(client: &Client, name: &str) -> Vec<EventLine> {
-    let api: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    events_listed(Api::all(client.clone()), name).await
+}
+
+/// Events about the object named `name` in the test's namespace only (other tests may
+/// have objects of the same name).
+pub async fn events_in(ns: &TestNamespace, name: &str) -> Vec<EventLine> {
+    events_listed(ns.api(), name).await
+}
+
+async fn events_listed(
+    api: Api<k8s_openapi::api::events::v1::Event>,
+    name: &str,
+) -> Vec<EventLine> {
     api.list(&kube::api::ListParams::default())
         .await
         .expect("list events")

@@ -4,7 +4,9 @@
 //! `cloneset-ctl` (release build, as its own process) at the default limits (30 QPS,
 //! burst 50, 3 workers) and unthrottled. Advanced StatefulSet: the same with
 //! `statefulset-ctl` (1000 replicas, Parallel, in place with maxUnavailable 100), at the
-//! default limits. Reports wall time, API requests by verb per Pod and the controller's
+//! default limits. Advanced DaemonSet: `daemonset-ctl` over 1000 kwok nodes created for
+//! the bench only (tainted so no other test's Pods land there), 0 → 1000 Ready, then an
+//! in-place rollout with maxUnavailable 10%. Reports wall time, API requests by verb per Pod and the controller's
 //! peak RSS; prints a table and writes `target/bench/<kind>.json`.
 
 use std::collections::BTreeMap;
@@ -12,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use kruise_api::apps_v1alpha1::CloneSet;
+use kruise_api::apps_v1alpha1::{CloneSet, DaemonSet};
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_e2e::{TestNamespace, http_get, kubeconfig_path, repo_root, wait_for};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -167,6 +169,9 @@ struct Workload {
     binary: &'static str,
     resource: ApiResource,
     manifest: serde_json::Value,
+    /// The status fields counting ready Pods and updated ready (or available) Pods.
+    ready_field: &'static str,
+    updated_field: &'static str,
 }
 
 fn cloneset() -> Workload {
@@ -183,6 +188,8 @@ fn cloneset() -> Workload {
                 "updateStrategy": {"type": "InPlaceIfPossible"}
             }
         }),
+        ready_field: "readyReplicas",
+        updated_field: "updatedReadyReplicas",
     }
 }
 
@@ -205,6 +212,8 @@ fn advanced_statefulset() -> Workload {
                     "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 100}}
             }
         }),
+        ready_field: "readyReplicas",
+        updated_field: "updatedReadyReplicas",
     }
 }
 
@@ -233,7 +242,7 @@ async fn run(
         .expect("create the workload");
     wait_for("1000 ready", Duration::from_secs(1200), || async {
         let obj = api.get("bench").await.map_err(|e| e.to_string())?;
-        let ready = status_count(&obj, "readyReplicas");
+        let ready = status_count(&obj, workload.ready_field);
         if ready == i64::from(PODS) {
             Ok(())
         } else {
@@ -256,10 +265,10 @@ async fn run(
         || async {
             let obj = api.get("bench").await.map_err(|e| e.to_string())?;
             let observed = status_count(&obj, "observedGeneration");
-            let updated_ready = status_count(&obj, "updatedReadyReplicas");
+            let updated_ready = status_count(&obj, workload.updated_field);
             let done = observed == obj.metadata.generation.unwrap_or_default()
                 && updated_ready == i64::from(PODS)
-                && status_count(&obj, "readyReplicas") == i64::from(PODS);
+                && status_count(&obj, workload.ready_field) == i64::from(PODS);
             if done {
                 Ok(())
             } else {
@@ -348,4 +357,97 @@ async fn bench_advanced_statefulset_1000_pods() {
     let default = run(&w, "default", 30.0, 50, 18803).await;
     remove_nodes(&client).await;
     report("Advanced StatefulSet", w.binary, &[default]);
+}
+
+/// Kwok nodes of the DaemonSet bench: labelled `bench-ds=true`, tainted
+/// `e2e.kruise.io/owner=bench-ds:NoSchedule` (only the bench's DaemonSet tolerates it),
+/// removed on drop.
+struct BenchNodes;
+
+const DS_BENCH_OWNER: &str = "bench-ds";
+
+impl BenchNodes {
+    async fn add(client: &kube::Client, count: usize) -> Self {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let taints = json!([{"key": "e2e.kruise.io/owner", "value": DS_BENCH_OWNER, "effect": "NoSchedule"}]);
+        let guard = BenchNodes;
+        for chunk in (0..count).collect::<Vec<_>>().chunks(50) {
+            futures::future::join_all(chunk.iter().map(|i| {
+                let nodes = nodes.clone();
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": {
+                        "name": format!("bench-ds-node-{i}"),
+                        "annotations": {"kwok.x-k8s.io/node": "fake"},
+                        "labels": {"bench-ds": "true", "kubernetes.io/hostname": format!("bench-ds-node-{i}")}
+                    },
+                    "spec": {"taints": taints},
+                    "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"}, "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}}
+                }))
+                .unwrap();
+                async move { nodes.create(&PostParams::default(), &node).await }
+            }))
+            .await;
+        }
+        // Admission adds the not-ready taint to new nodes; no node controller lifts it.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for chunk in (0..count).collect::<Vec<_>>().chunks(50) {
+            futures::future::join_all(chunk.iter().map(|i| {
+                let nodes = nodes.clone();
+                let patch = json!({"spec": {"taints": taints}});
+                async move {
+                    nodes
+                        .patch(
+                            &format!("bench-ds-node-{i}"),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await
+                }
+            }))
+            .await;
+        }
+        guard
+    }
+}
+
+impl Drop for BenchNodes {
+    fn drop(&mut self) {
+        let _ = kruise_e2e::kubectl(
+            &["delete", "nodes", "-l", "bench-ds=true", "--wait=false"],
+            None,
+        );
+    }
+}
+
+fn advanced_daemonset() -> Workload {
+    Workload {
+        binary: "daemonset-ctl",
+        resource: ApiResource::erase::<DaemonSet>(&()),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1alpha1", "kind": "DaemonSet",
+            "metadata": {"name": "bench"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "bench"}},
+                "template": {"metadata": {"labels": {"app": "bench"}}, "spec": {
+                    "nodeSelector": {"bench-ds": "true"},
+                    "tolerations": [{"key": "e2e.kruise.io/owner", "operator": "Equal", "value": DS_BENCH_OWNER, "effect": "NoSchedule"}],
+                    "containers": [{"name": "main", "image": "nginx:alpine"}]}},
+                "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                    "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "10%"}}
+            }
+        }),
+        ready_field: "numberReady",
+        updated_field: "updatedNumberScheduled",
+    }
+}
+
+#[tokio::test]
+#[ignore = "benchmark: make bench"]
+async fn bench_advanced_daemonset_1000_nodes() {
+    let client = kruise_e2e::client().await;
+    let nodes = BenchNodes::add(&client, PODS as usize).await;
+    let w = advanced_daemonset();
+    let default = run(&w, "default", 30.0, 50, 18804).await;
+    drop(nodes);
+    report("Advanced DaemonSet", w.binary, &[default]);
 }

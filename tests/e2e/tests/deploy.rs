@@ -369,6 +369,30 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
         statefulset,
         "statefulset-webhook",
     );
+    for (overlay, (validating, mutating), service) in [
+        (
+            "broadcastjob",
+            broadcastjob_ctl::webhook::configurations(None),
+            "broadcastjob-webhook",
+        ),
+        (
+            "cronjob",
+            cronjob_ctl::webhook::configurations(None),
+            "advancedcronjob-webhook",
+        ),
+        (
+            "daemonset",
+            daemonset_ctl::webhook::configurations(None),
+            "daemonset-webhook",
+        ),
+    ] {
+        let code: Vec<Value> = validating
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .chain(mutating.iter().map(|c| serde_json::to_value(c).unwrap()))
+            .collect();
+        check_webhooks(&render(&format!("overlays/{overlay}")), code, service);
+    }
 }
 
 /// What the issue asks of each controller's Deployment and its companions.
@@ -631,6 +655,11 @@ const CLONESET_CHECKS: &str = "
     yes update secrets/cloneset-webhook-ca                             kruise-system
     yes patch  validatingwebhookconfigurations/kruise-cloneset-validating *
     yes create mutatingwebhookconfigurations/kruise-cloneset-mutating  *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    # Its own CRD's conversion only: no other CRD, no list, no delete.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/sidecarsets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    no  list   customresourcedefinitions.apiextensions.k8s.io          *
     # Secrets: its CA Secret only; never another, never a list, a create or a delete.
     no  get    secrets                                                 default
     no  list   secrets                                                 kruise-system
@@ -672,6 +701,7 @@ const CLONESET_CHECKS: &str = "
 
 const SIDECARSET_CHECKS: &str = "
     yes watch  sidecarsets.apps.kruise.io                              *
+    yes get    sidecarsets.apps.kruise.io                              *
     yes patch  sidecarsets.apps.kruise.io#status                       *
     yes watch  pods                                                    *
     yes patch  pods                                                    default
@@ -683,6 +713,8 @@ const SIDECARSET_CHECKS: &str = "
     yes patch  leases.coordination.k8s.io/sidecarset-controller        kruise-system
     yes update secrets/sidecarset-webhook-ca                           kruise-system
     yes patch  mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/sidecarsets.apps.kruise.io *
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
     # Secrets: its CA Secret only.
     no  get    secrets                                                 default
     no  list   secrets                                                 kruise-system
@@ -785,6 +817,167 @@ const STATEFULSET_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const BROADCASTJOB_CHECKS: &str = "
+    yes watch  broadcastjobs.apps.kruise.io                            *
+    yes list   broadcastjobs.apps.kruise.io                            default
+    yes delete broadcastjobs.apps.kruise.io                            default
+    yes patch  broadcastjobs.apps.kruise.io#status                     default
+    yes watch  pods                                                    *
+    yes create pods                                                    default
+    yes delete pods                                                    default
+    yes watch  nodes                                                   *
+    yes list   nodes                                                   *
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/broadcastjob-controller      kruise-system
+    yes get    secrets/broadcastjob-webhook-ca                         kruise-system
+    yes update secrets/broadcastjob-webhook-ca                         kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-broadcastjob-validating *
+    yes create mutatingwebhookconfigurations/kruise-broadcastjob-mutating *
+    # Secrets: its CA Secret only.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/statefulset-webhook-ca                          kruise-system
+    no  create secrets                                                 kruise-system
+    # BroadcastJobs are the users' (or a cron job's): never created or changed but for
+    # their status.
+    no  create broadcastjobs.apps.kruise.io                            default
+    no  update broadcastjobs.apps.kruise.io                            default
+    no  patch  broadcastjobs.apps.kruise.io                            default
+    # Pods are created and deleted, never patched, replaced, evicted or exec'd into;
+    # nodes only read.
+    no  patch  pods                                                    default
+    no  update pods                                                    default
+    no  patch  pods#status                                             default
+    no  create pods#eviction                                           default
+    no  create pods#exec                                               default
+    no  patch  nodes                                                   *
+    no  delete nodes                                                   *
+    # Other kinds.
+    no  list   advancedcronjobs.apps.kruise.io                         default
+    no  list   jobs.batch                                              default
+    no  list   clonesets.apps.kruise.io                                default
+    no  list   persistentvolumeclaims                                  default
+    no  list   controllerrevisions.apps                                default
+    no  get    configmaps                                              default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    no  create leases.coordination.k8s.io                              default
+    no  patch  validatingwebhookconfigurations/kruise-statefulset-validating *
+    no  delete validatingwebhookconfigurations/kruise-broadcastjob-validating *
+    no  list   mutatingwebhookconfigurations                           *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  bind   clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const CRONJOB_CHECKS: &str = "
+    yes watch  advancedcronjobs.apps.kruise.io                         *
+    yes list   advancedcronjobs.apps.kruise.io                         default
+    yes patch  advancedcronjobs.apps.kruise.io#status                  default
+    yes watch  jobs.batch                                              *
+    yes create jobs.batch                                              default
+    yes delete jobs.batch                                              default
+    yes watch  broadcastjobs.apps.kruise.io                            *
+    yes create broadcastjobs.apps.kruise.io                            default
+    yes delete broadcastjobs.apps.kruise.io                            default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/advancedcronjob-controller   kruise-system
+    yes get    secrets/advancedcronjob-webhook-ca                      kruise-system
+    yes update secrets/advancedcronjob-webhook-ca                      kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-advancedcronjob-validating *
+    yes create mutatingwebhookconfigurations/kruise-advancedcronjob-mutating *
+    # Secrets: its CA Secret only.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  create secrets                                                 kruise-system
+    # Cron jobs are the users': written only through their status. Children are made
+    # and removed, never changed.
+    no  create advancedcronjobs.apps.kruise.io                         default
+    no  patch  advancedcronjobs.apps.kruise.io                         default
+    no  delete advancedcronjobs.apps.kruise.io                         default
+    no  patch  jobs.batch                                              default
+    no  update broadcastjobs.apps.kruise.io                            default
+    no  patch  broadcastjobs.apps.kruise.io#status                     default
+    # No Pods, nodes or events (it emits none).
+    no  list   pods                                                    default
+    no  create pods                                                    default
+    no  list   nodes                                                   *
+    no  create events.events.k8s.io                                    default
+    no  list   cronjobs.batch                                          default
+    no  create imagepulljobs.apps.kruise.io                            default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/broadcastjob-controller      kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-broadcastjob-validating *
+    no  delete mutatingwebhookconfigurations/kruise-advancedcronjob-mutating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const DAEMONSET_CHECKS: &str = "
+    yes watch  daemonsets.apps.kruise.io                               *
+    yes list   daemonsets.apps.kruise.io                               default
+    yes patch  daemonsets.apps.kruise.io#status                        default
+    yes watch  nodes                                                   *
+    yes list   nodes                                                   *
+    yes get    nodes                                                   *
+    yes watch  pods                                                    *
+    yes get    pods                                                    default
+    yes create pods                                                    default
+    yes delete pods                                                    default
+    yes patch  pods                                                    default
+    yes patch  pods#status                                             default
+    yes watch  controllerrevisions.apps                                *
+    yes create controllerrevisions.apps                                default
+    yes patch  controllerrevisions.apps                                default
+    yes delete controllerrevisions.apps                                default
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/daemonset-controller         kruise-system
+    yes get    secrets/daemonset-webhook-ca                            kruise-system
+    yes update secrets/daemonset-webhook-ca                            kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-daemonset-validating *
+    yes create mutatingwebhookconfigurations/kruise-daemonset-mutating *
+    # Nodes are only read: never labelled, tainted, cordoned or removed.
+    no  patch  nodes                                                   *
+    no  update nodes                                                   *
+    no  delete nodes                                                   *
+    no  patch  nodes#status                                            *
+    # Secrets: its CA Secret only.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/statefulset-webhook-ca                          kruise-system
+    no  create secrets                                                 kruise-system
+    # DaemonSets are the users': written only through their status.
+    no  create daemonsets.apps.kruise.io                               default
+    no  update daemonsets.apps.kruise.io                               default
+    no  patch  daemonsets.apps.kruise.io                               default
+    no  delete daemonsets.apps.kruise.io                               default
+    # Pods: scheduled by the scheduler (no binding), never replaced, evicted or exec'd.
+    no  create pods#binding                                            default
+    no  update pods                                                    default
+    no  create pods#eviction                                           default
+    no  create pods#exec                                               default
+    # No claims (daemon Pods have none), other kinds, the built-in DaemonSets.
+    no  list   persistentvolumeclaims                                  default
+    no  list   daemonsets.apps                                         default
+    no  list   clonesets.apps.kruise.io                                default
+    no  list   statefulsets.apps.kruise.io                             default
+    no  create imagepulljobs.apps.kruise.io                            default
+    no  get    configmaps                                              default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    no  create leases.coordination.k8s.io                              default
+    no  patch  validatingwebhookconfigurations/kruise-statefulset-validating *
+    no  delete validatingwebhookconfigurations/kruise-daemonset-validating *
+    no  list   mutatingwebhookconfigurations                           *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  bind   clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     kruise_e2e::client().await;
@@ -796,6 +989,9 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("cloneset-ctl", CLONESET_CHECKS),
         ("sidecarset-ctl", SIDECARSET_CHECKS),
         ("statefulset-ctl", STATEFULSET_CHECKS),
+        ("broadcastjob-ctl", BROADCASTJOB_CHECKS),
+        ("cronjob-ctl", CRONJOB_CHECKS),
+        ("daemonset-ctl", DAEMONSET_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -2275,4 +2471,288 @@ async fn webhook_replicas_share_one_ca_through_the_secret() {
     served_by(&seen_b, &cms).await;
     a.shutdown.cancel();
     b.shutdown.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemonset_ctl_runs_on_its_overlay_rbac_alone() {
+    use kruise_api::apps_v1alpha1::DaemonSet;
+    let run = OnItsRbac::start("daemonset-ctl", "deploy-ds").await;
+    let ns = &run.ns;
+    // A Pod per kwok node (the Nodes read on its ClusterRole), the DaemonSet defaulted
+    // by the mutating webhook, then an in-place image update.
+    let manifest = |image: &str| {
+        format!(
+            r#"apiVersion: apps.kruise.io/v1alpha1
+kind: DaemonSet
+metadata:
+  name: ds
+spec:
+  selector:
+    matchLabels: {{app: ds}}
+  updateStrategy:
+    rollingUpdate:
+      rollingUpdateType: InPlaceIfPossible
+      maxUnavailable: 4
+  template:
+    metadata:
+      labels: {{app: ds}}
+    spec:
+      nodeSelector:
+        type: kwok
+      containers:
+      - name: nginx
+        image: {image}
+"#
+        )
+    };
+    ns.apply(&manifest("nginx:1.7.9"))
+        .await
+        .expect("create DaemonSet");
+    let api = ns.api::<DaemonSet>();
+    assert!(
+        api.get("ds").await.unwrap().spec.burst_replicas.is_some(),
+        "defaulted by the webhook"
+    );
+    let settled = |image: &'static str| {
+        let api = api.clone();
+        async move {
+            wait_for("the DaemonSet to settle", MINUTE, || async {
+                let ds = api.get("ds").await.map_err(|e| e.to_string())?;
+                let s = ds.status.unwrap_or_default();
+                let pods = kruise_e2e::pods_with(ns, "app=ds").await;
+                let at_image = pods
+                    .iter()
+                    .filter(|p| {
+                        p.status
+                            .as_ref()
+                            .and_then(|s| s.container_statuses.as_ref())
+                            .is_some_and(|c| c[0].image == image)
+                    })
+                    .count() as i32;
+                if s.desired_number_scheduled >= 4
+                    && s.number_ready == s.desired_number_scheduled
+                    && s.updated_number_scheduled == s.desired_number_scheduled
+                    && at_image == s.desired_number_scheduled
+                {
+                    Ok(pods.iter().map(|p| p.uid()).collect::<BTreeSet<_>>())
+                } else {
+                    Err(format!("{s:?}, {at_image} Pods at {image}"))
+                }
+            })
+            .await
+        }
+    };
+    let before = settled("nginx:1.7.9").await;
+    ns.apply(&manifest("nginx:1.9.1")).await.expect("update");
+    let after = settled("nginx:1.9.1").await;
+    assert_eq!(before, after, "updated in place");
+    let err = ns
+        .apply(&manifest("nginx:1.9.1").replace(
+            "spec:\n  selector",
+            "spec:\n  minReadySeconds: -1\n  selector",
+        ))
+        .await
+        .expect_err("a negative minReadySeconds is refused");
+    assert!(
+        err.contains("spec.minReadySeconds: Invalid value: -1"),
+        "{err}"
+    );
+    let (_, events, _) = kubectl_async(
+        args(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={range .items[*]}{.reportingController} {.reason}{\"\\n\"}{end}",
+        ]),
+        None,
+    )
+    .await;
+    assert!(
+        events.contains("daemonset-controller SuccessfulCreate")
+            && events.contains("daemonset-controller SuccessfulUpdatePodInPlace"),
+        "{events}"
+    );
+    run.finish(daemonset_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcastjob_ctl_runs_on_its_overlay_rbac_alone() {
+    use kruise_api::apps_v1alpha1::{BroadcastJob, BroadcastJobPhase};
+    let run = OnItsRbac::start("broadcastjob-ctl", "deploy-bcj").await;
+    let ns = &run.ns;
+    // A Pod per kwok node, the job defaulted by the mutating webhook, completed and then
+    // deleted by its TTL.
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: BroadcastJob
+metadata:
+  name: bcj
+spec:
+  completionPolicy:
+    type: Always
+    ttlSecondsAfterFinished: 2
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        type: kwok
+      containers:
+      - name: counter
+        image: busybox
+"#,
+    )
+    .await
+    .expect("create BroadcastJob");
+    let api = ns.api::<BroadcastJob>();
+    let job = api.get("bcj").await.unwrap();
+    assert!(job.spec.parallelism.is_some(), "defaulted by the webhook");
+    wait_for("the job to complete", MINUTE, || async {
+        let j = api.get("bcj").await.map_err(|e| e.to_string())?;
+        let s = j.status.unwrap_or_default();
+        if s.phase == Some(BroadcastJobPhase::Completed)
+            && s.desired > 0
+            && s.succeeded == s.desired
+        {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
+    wait_for("the TTL to delete it", MINUTE, || async {
+        match api.get_opt("bcj").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(_) => Err("still there".to_string()),
+        }
+    })
+    .await;
+    let err = ns
+        .apply(
+            r#"apiVersion: apps.kruise.io/v1alpha1
+kind: BroadcastJob
+metadata:
+  name: bad
+spec:
+  template:
+    spec:
+      restartPolicy: Always
+      containers:
+      - name: counter
+        image: busybox
+"#,
+        )
+        .await
+        .expect_err("restartPolicy Always is refused");
+    assert!(
+        err.contains("pod restartPolicy can only be Never or OnFailure"),
+        "{err}"
+    );
+    let (_, events, _) = kubectl_async(
+        args(&[
+            "get",
+            "events.events.k8s.io",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={range .items[*]}{.reportingController} {.reason}{\"\\n\"}{end}",
+        ]),
+        None,
+    )
+    .await;
+    assert!(
+        events.contains("broadcastjob-controller SuccessfulCreate")
+            && events.contains("broadcastjob-controller JobComplete"),
+        "{events}"
+    );
+    run.finish(broadcastjob_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cronjob_ctl_runs_on_its_overlay_rbac_alone() {
+    use kruise_api::apps_v1alpha1::{AdvancedCronJob, BroadcastJob};
+    let run = OnItsRbac::start("cronjob-ctl", "deploy-acj").await;
+    let ns = &run.ns;
+    // Replace: each tick deletes the active child and creates the next.
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: AdvancedCronJob
+metadata:
+  name: acj
+spec:
+  schedule: "@every 5s"
+  concurrencyPolicy: Replace
+  template:
+    broadcastJobTemplate:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: counter
+              image: busybox
+"#,
+    )
+    .await
+    .expect("create AdvancedCronJob");
+    let acj = ns.api::<AdvancedCronJob>().get("acj").await.unwrap();
+    assert_eq!(
+        acj.spec.successful_jobs_history_limit,
+        Some(3),
+        "defaulted by the webhook"
+    );
+    let bcj = ns.api::<BroadcastJob>();
+    let first = wait_for("a first child", MINUTE, || async {
+        let list = bcj
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .first()
+            .map(|j| j.name_any())
+            .ok_or_else(|| "none".to_string())
+    })
+    .await;
+    wait_for("the first child replaced", MINUTE, || async {
+        let list = bcj
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter(|j| j.metadata.deletion_timestamp.is_none())
+            .map(|j| j.name_any())
+            .collect();
+        if !names.is_empty() && !names.contains(&first) {
+            Ok(())
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await;
+    let err = ns
+        .apply(
+            r#"apiVersion: apps.kruise.io/v1alpha1
+kind: AdvancedCronJob
+metadata:
+  name: bad
+spec:
+  schedule: "* * * *"
+  template:
+    broadcastJobTemplate:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: counter
+              image: busybox
+"#,
+        )
+        .await
+        .expect_err("a 4-field schedule is refused");
+    assert!(err.contains("expected exactly 5 fields"), "{err}");
+    run.finish(cronjob_ctl::CONTROLLER_NAME).await;
 }

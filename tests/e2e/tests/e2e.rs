@@ -1,8 +1,13 @@
 //! End-to-end tests on the real local control plane. One binary, one module per area.
 
 mod bench;
+mod broadcastjob;
 mod cloneset;
+mod conversion;
+mod cronjob;
+mod daemonset;
 mod deploy;
+mod realnode;
 mod sidecarset;
 mod smoke;
 mod statefulset;

@@ -41,6 +41,7 @@
 mod certs;
 pub mod config;
 pub mod conversion;
+pub mod defaults;
 pub mod field;
 mod generated;
 mod register;

@@ -260,20 +260,7 @@ fn scale_in<'a>(
 /// `PreparingDelete` first and keeps it there (`None`) until the hook lets go. The
 /// set's PVCs are never deleted with a Pod; the retention policy works through owners.
 pub fn delete_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Option<Action<'a>> {
-    let lifecycle = world.lifecycle();
-    if kruise_lifecycle::pre_delete_holds(pod, lifecycle) {
-        return kruise_lifecycle::transition(
-            pod,
-            LifecycleState::PreparingDelete,
-            lifecycle,
-            world.now,
-        )
-        .map(|transition| Action::Lifecycle { pod, transition });
-    }
-    Some(Action::Delete {
-        pod,
-        pvcs: Vec::new(),
-    })
+    kruise_workload::update::delete_or_hold(pod, world.lifecycle(), world.now)
 }
 
 /// Spec 4.1.6: the revision each live slot's Pod would be created at (indexed like

@@ -2,9 +2,10 @@
 //! JSON of the object so fields our types do not know survive. The same code serves
 //! `v1alpha1` and `v1beta1` objects (the shapes are identical).
 
+use kruise_runtime::webhook::defaults::{default_enum, default_value, object_entry};
 use kruise_runtime::webhook::json_patch;
 use kruise_workload::pod_defaults;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The defaults of a CREATE (with template defaults). Returns the defaulted object.
 pub fn with_defaults(object: &Value) -> Value {
@@ -64,33 +65,6 @@ pub fn spec_defaults(object: &Value) -> Value {
     default_value(spec, "replicas", json!(1));
     default_value(spec, "revisionHistoryLimit", json!(10));
     obj
-}
-
-/// The object at `key`, created when unset; None when something else is there (left
-/// for validation to reject).
-fn object_entry<'a>(
-    map: &'a mut Map<String, Value>,
-    key: &str,
-) -> Option<&'a mut Map<String, Value>> {
-    let entry = map.entry(key).or_insert(Value::Null);
-    if entry.is_null() {
-        *entry = json!({});
-    }
-    entry.as_object_mut()
-}
-
-fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    let entry = map.entry(key).or_insert(Value::Null);
-    if entry.is_null() {
-        *entry = value;
-    }
-}
-
-fn default_enum(map: &mut Map<String, Value>, key: &str, value: &str) {
-    let entry = map.entry(key).or_insert(Value::Null);
-    if entry.is_null() || entry.as_str() == Some("") {
-        *entry = json!(value);
-    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 //! Values are shown the way the apiserver shows them: numbers as is, strings quoted,
 //! anything else as JSON.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1beta1::{
@@ -22,7 +20,6 @@ use serde_json::Value;
 /// The message of a forbidden spec change (upstream's text, quotes and all).
 pub const FORBIDDEN_UPDATE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', 'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and 'updateStrategy' are forbidden";
 
-const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const PERCENT: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%', or '93%', regex used for validation is '[0-9]+%')";
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const PARALLEL_ONLY: &str = "can only work with Parallel PodManagementPolicyType";
@@ -45,21 +42,7 @@ pub fn validate(
     let parallel = spec.pod_management_policy == Some(PodManagementPolicyType::Parallel);
 
     // 1. Name.
-    let name = new.name_any();
-    if name.is_empty() {
-        errors.push(required(
-            "metadata.name",
-            "name or generateName is required",
-        ));
-    } else if name.len() > 253 {
-        errors.push(invalid(
-            "metadata.name",
-            quoted(&name),
-            "must be no more than 253 characters",
-        ));
-    } else if !admission::is_dns_subdomain(&name) {
-        errors.push(invalid("metadata.name", quoted(&name), DNS1123_SUBDOMAIN));
-    }
+    errors.extend(admission::workload_name_errors(&new.name_any()));
 
     // 1. podManagementPolicy (also reported by `enum_errors` when our type cannot hold it).
     if spec.pod_management_policy.is_none() {
@@ -99,7 +82,16 @@ pub fn validate(
     }
 
     // 2. Selector and template.
-    selector_errors(spec, &mut errors);
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref());
+    errors.extend(admission::selector_errors(
+        &spec.selector,
+        labels,
+        "statefulset",
+    ));
     let restart_policy = raw_new
         .pointer("/spec/template/spec/restartPolicy")
         .and_then(Value::as_str)
@@ -428,59 +420,6 @@ fn value_from_int_or_percent(value: &IntOrString, total: i64) -> Result<i64, Str
             })?;
             Ok((percent as f64 * total as f64 / 100.0).ceil() as i64)
         }
-    }
-}
-
-/// Upstream's selector checks and native `ValidatePodTemplateSpecForStatefulSet`:
-/// non-empty, well-formed, and matching the template's labels.
-fn selector_errors(spec: &StatefulSetSpec, errors: &mut Vec<FieldError>) {
-    let selector = &spec.selector;
-    let expressions = selector.match_expressions.as_deref().unwrap_or_default();
-    if selector.match_labels.as_ref().is_none_or(|m| m.is_empty()) && expressions.is_empty() {
-        errors.push(invalid(
-            "spec.selector",
-            json(selector),
-            "empty selector is invalid for statefulset",
-        ));
-        // An empty selector selects everything; nothing to match against.
-        return;
-    }
-    let before = errors.len();
-    for (i, e) in expressions.iter().enumerate() {
-        let path = format!("spec.selector.matchExpressions[{i}]");
-        let has_values = e.values.as_ref().is_some_and(|v| !v.is_empty());
-        match e.operator.as_str() {
-            "In" | "NotIn" if !has_values => errors.push(required(
-                format!("{path}.values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if has_values => errors.push(forbidden(
-                format!("{path}.values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errors.push(invalid(
-                format!("{path}.operator"),
-                quoted(other),
-                "not a valid selector operator",
-            )),
-        }
-    }
-    if errors.len() > before {
-        return;
-    }
-    let labels = spec
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.as_ref());
-    let empty = BTreeMap::new();
-    if kruise_ordering::selector::matches(selector, labels.unwrap_or(&empty)) == Ok(false) {
-        errors.push(invalid(
-            "spec.template.metadata.labels",
-            labels.map_or_else(|| "null".to_string(), json),
-            "`selector` does not match template `labels`",
-        ));
     }
 }
 

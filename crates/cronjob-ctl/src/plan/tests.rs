@@ -1,0 +1,341 @@
+//! Plan tests: schedules in named zones, missed ticks, concurrency, history (spec 4.2, 7).
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kruise_api::apps_v1alpha1::{
+    AdvancedCronJob, AdvancedCronJobSpec, BroadcastJobTemplateSpec, ConcurrencyPolicy,
+    CronJobTemplate, TemplateKind,
+};
+
+use super::schedule::{Schedule, go_duration};
+use super::*;
+
+pub fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+pub fn cron(schedule: &str, edit: impl FnOnce(&mut AdvancedCronJobSpec)) -> AdvancedCronJob {
+    let mut spec = AdvancedCronJobSpec {
+        schedule: schedule.into(),
+        template: CronJobTemplate {
+            broadcast_job_template: Some(BroadcastJobTemplateSpec::default()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    edit(&mut spec);
+    let mut c = AdvancedCronJob::new("acj-test", spec);
+    c.metadata.namespace = Some("default".into());
+    c.metadata.uid = Some("acj-uid".into());
+    c.metadata.creation_timestamp = Some(Time(ts("2022-03-03T10:59:30Z")));
+    c
+}
+
+pub fn child(
+    name: &str,
+    finished: Option<bool>,
+    start: Option<&str>,
+    scheduled: Option<&str>,
+) -> Child {
+    Child {
+        reference: ObjectReference {
+            api_version: Some("apps.kruise.io/v1alpha1".into()),
+            kind: Some("BroadcastJob".into()),
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        finished,
+        start_time: start.map(ts),
+        scheduled_at: scheduled.map(ts),
+    }
+}
+
+fn run(c: &AdvancedCronJob, children: Vec<Child>, now: &str) -> Outcome {
+    plan(&World {
+        cron: c,
+        children,
+        now: ts(now),
+    })
+}
+
+fn next(schedule: &str, zone: Option<&str>, after: &str) -> String {
+    Schedule::parse(schedule, zone)
+        .unwrap()
+        .next_after(ts(after))
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn every_minute_creates_the_seed_child_at_the_minute() {
+    let c = cron("*/1 * * * *", |_| {});
+    let out = run(&c, vec![], "2022-03-03T10:59:50Z");
+    assert_eq!(out.skip, Some(Skip::NotYet));
+    assert_eq!(out.create, None);
+    assert_eq!(out.requeue_after, Some(Duration::from_secs(10)));
+    assert_eq!(out.status.type_, Some(TemplateKind::BroadcastJob));
+    assert_eq!(out.status.last_schedule_time, None);
+
+    let out = run(&c, vec![], "2022-03-03T11:00:02Z");
+    let Some(NewChild::BroadcastJob(job)) = &out.create else {
+        panic!("{out:?}")
+    };
+    assert_eq!(job.metadata.name.as_deref(), Some("acj-test-1646305200"));
+    assert_eq!(
+        job.metadata.annotations.as_ref().unwrap()["apps.kruise.io/scheduled-at"],
+        "2022-03-03T11:00:00Z"
+    );
+    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("AdvancedCronJob", "acj-uid", Some(true))
+    );
+    assert_eq!(out.requeue_after, Some(Duration::from_secs(58)));
+}
+
+#[test]
+fn job_template_creates_jobs() {
+    let c = cron("0 * * * *", |s| {
+        s.template = CronJobTemplate {
+            job_template: Some(Default::default()),
+            ..Default::default()
+        }
+    });
+    let out = run(&c, vec![], "2022-03-03T11:00:00Z");
+    assert_eq!(out.status.type_, Some(TemplateKind::Job));
+    assert!(
+        matches!(&out.create, Some(NewChild::Job(j)) if j.metadata.name.as_deref() == Some("acj-test-1646305200"))
+    );
+}
+
+#[test]
+fn status_lists_active_children_and_the_latest_schedule() {
+    let c = cron("*/1 * * * *", |_| {});
+    let kids = vec![
+        child("acj-test-1", Some(true), None, Some("2022-03-03T11:00:00Z")),
+        child("acj-test-2", None, None, Some("2022-03-03T11:01:00Z")),
+    ];
+    let s = compute_status(&c, &kids);
+    assert_eq!(s.active.len(), 1);
+    assert_eq!(s.active[0].name.as_deref(), Some("acj-test-2"));
+    assert_eq!(s.last_schedule_time, Some(Time(ts("2022-03-03T11:01:00Z"))));
+}
+
+#[test]
+fn forbid_skips_while_active_and_replace_replaces() {
+    let active = vec![child(
+        "acj-test-1646305200",
+        None,
+        None,
+        Some("2022-03-03T11:00:00Z"),
+    )];
+    let forbid = cron("*/1 * * * *", |s| {
+        s.concurrency_policy = Some(ConcurrencyPolicy::Forbid)
+    });
+    let out = run(&forbid, active.clone(), "2022-03-03T11:01:01Z");
+    assert_eq!(out.skip, Some(Skip::Forbidden));
+    assert!(out.create.is_none() && out.delete.is_empty());
+    assert_eq!(out.requeue_after, Some(Duration::from_secs(59)));
+
+    let replace = cron("*/1 * * * *", |s| {
+        s.concurrency_policy = Some(ConcurrencyPolicy::Replace)
+    });
+    let out = run(&replace, active.clone(), "2022-03-03T11:01:01Z");
+    assert_eq!(out.delete.len(), 1);
+    assert_eq!(out.delete[0].name.as_deref(), Some("acj-test-1646305200"));
+    assert_eq!(
+        out.create.as_ref().map(NewChild::name).as_deref(),
+        Some("acj-test-1646305260")
+    );
+
+    let allow = cron("*/1 * * * *", |_| {});
+    let out = run(&allow, active, "2022-03-03T11:01:01Z");
+    assert!(out.delete.is_empty());
+    assert!(out.create.is_some());
+}
+
+#[test]
+fn paused_prunes_history_but_runs_nothing_and_does_not_requeue() {
+    let c = cron("*/1 * * * *", |s| {
+        s.paused = Some(true);
+        s.successful_jobs_history_limit = Some(1);
+    });
+    let kids = vec![
+        child(
+            "a",
+            Some(true),
+            Some("2022-03-03T11:00:00Z"),
+            Some("2022-03-03T11:00:00Z"),
+        ),
+        child(
+            "b",
+            Some(true),
+            Some("2022-03-03T11:01:00Z"),
+            Some("2022-03-03T11:01:00Z"),
+        ),
+    ];
+    let out = run(&c, kids, "2022-03-03T11:05:00Z");
+    assert_eq!(out.skip, Some(Skip::Paused));
+    assert_eq!(
+        out.delete
+            .iter()
+            .map(|r| r.name.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert!(out.create.is_none());
+    assert_eq!(out.requeue_after, None);
+}
+
+#[test]
+fn history_keeps_the_newest_by_start_time_and_missing_counts_oldest() {
+    let c = cron("*/1 * * * *", |s| {
+        s.successful_jobs_history_limit = Some(2);
+        s.failed_jobs_history_limit = Some(0);
+    });
+    let kids = vec![
+        child("s3", Some(true), Some("2022-03-03T11:03:00Z"), None),
+        child("s1", Some(true), Some("2022-03-03T11:01:00Z"), None),
+        child("s-none", Some(true), None, None),
+        child("s2", Some(true), Some("2022-03-03T11:02:00Z"), None),
+        child("f1", Some(false), Some("2022-03-03T11:00:00Z"), None),
+        child("running", None, None, None),
+    ];
+    let pruned: Vec<_> = history_to_prune(&c, &kids)
+        .into_iter()
+        .map(|r| r.name.unwrap())
+        .collect();
+    assert_eq!(pruned, ["s-none", "s1", "f1"]);
+}
+
+#[test]
+fn after_a_long_outage_only_the_latest_tick_runs_and_only_within_the_deadline() {
+    // Down from 11:00 to 11:30 with the last run at 11:00.
+    let kids = vec![child(
+        "acj-test-1646305200",
+        Some(true),
+        None,
+        Some("2022-03-03T11:00:00Z"),
+    )];
+    let c = cron("*/1 * * * *", |_| {});
+    let out = run(&c, kids.clone(), "2022-03-03T11:30:10Z");
+    assert_eq!(
+        out.create.as_ref().map(NewChild::name).as_deref(),
+        Some("acj-test-1646307000")
+    );
+    // With a deadline of 5 s the 11:30 tick is 10 s late: skipped.
+    let strict = cron("*/1 * * * *", |s| s.starting_deadline_seconds = Some(5));
+    let out = run(&strict, kids.clone(), "2022-03-03T11:30:10Z");
+    assert_eq!(out.skip, Some(Skip::NotYet));
+    assert!(out.create.is_none());
+    // Within 60 s it runs.
+    let lenient = cron("*/1 * * * *", |s| s.starting_deadline_seconds = Some(60));
+    let out = run(&lenient, kids.clone(), "2022-03-03T11:30:10Z");
+    assert!(out.create.is_some());
+    // More than 100 missed ticks and no deadline: nothing runs, no requeue.
+    let out = run(&c, kids, "2022-03-03T14:00:10Z");
+    assert_eq!(out.skip, Some(Skip::TooManyMissed));
+    assert!(out.create.is_none());
+    assert_eq!(out.requeue_after, None);
+}
+
+#[test]
+fn time_zones_and_daylight_saving() {
+    // 08:00 in Shanghai is 00:00 UTC.
+    assert_eq!(
+        next("0 8 * * *", Some("Asia/Shanghai"), "2022-03-03T01:00:00Z"),
+        "2022-03-04T00:00:00Z"
+    );
+    assert_eq!(
+        next("TZ=Asia/Shanghai 0 8 * * *", None, "2022-03-03T01:00:00Z"),
+        "2022-03-04T00:00:00Z"
+    );
+    // New York springs forward on 2025-03-09: 02:30 does not exist that day, the job
+    // runs at the first minute after the gap, 03:00 EDT (07:00 UTC).
+    assert_eq!(
+        next(
+            "30 2 * * *",
+            Some("America/New_York"),
+            "2025-03-08T12:00:00Z"
+        ),
+        "2025-03-09T07:00:00Z"
+    );
+    // The day after it is back at 02:30 EDT (06:30 UTC).
+    assert_eq!(
+        next(
+            "30 2 * * *",
+            Some("America/New_York"),
+            "2025-03-09T12:00:00Z"
+        ),
+        "2025-03-10T06:30:00Z"
+    );
+    // Falling back on 2025-11-02: 01:30 happens twice, the job runs once (EDT, 05:30 UTC)
+    // and next on the 3rd at 01:30 EST (06:30 UTC).
+    assert_eq!(
+        next(
+            "30 1 * * *",
+            Some("America/New_York"),
+            "2025-11-02T00:00:00Z"
+        ),
+        "2025-11-02T05:30:00Z"
+    );
+    assert_eq!(
+        next(
+            "30 1 * * *",
+            Some("America/New_York"),
+            "2025-11-02T05:30:00Z"
+        ),
+        "2025-11-03T06:30:00Z"
+    );
+    // Hourly ticks stay an hour apart in UTC across the change.
+    assert_eq!(
+        next(
+            "0 * * * *",
+            Some("America/New_York"),
+            "2025-11-02T05:00:00Z"
+        ),
+        "2025-11-02T06:00:00Z"
+    );
+}
+
+#[test]
+fn schedules_parse_like_parse_standard() {
+    for ok in [
+        "*/1 * * * *",
+        "0 0 * * SUN",
+        "@hourly",
+        "@daily",
+        "@midnight",
+        "@every 1m30s",
+        "5 4 1 1-6 *",
+    ] {
+        assert!(Schedule::parse(ok, None).is_ok(), "{ok}");
+    }
+    assert_eq!(
+        Schedule::parse("* * * *", None).unwrap_err(),
+        "expected exactly 5 fields, found 4: [* * * *]"
+    );
+    assert!(Schedule::parse("0 0 * * * *", None).is_err());
+    assert!(Schedule::parse("61 * * * *", None).is_err());
+    assert!(Schedule::parse("* * * * *", Some("Mars/Olympus")).is_err());
+    assert_eq!(
+        next("@every 90s", None, "2022-03-03T11:00:00Z"),
+        "2022-03-03T11:01:30Z"
+    );
+    assert_eq!(go_duration("1h30m"), Some(Duration::from_secs(5400)));
+    assert_eq!(go_duration("1x"), None);
+}
+
+#[test]
+fn the_deadline_bounds_catch_up_from_creation() {
+    let c = cron("0 * * * *", |s| s.starting_deadline_seconds = Some(120));
+    // Created 10:59:30, first tick 11:00; looked at first at 11:01:00.
+    let out = run(&c, vec![], "2022-03-03T11:01:00Z");
+    assert!(out.create.is_some());
+    let out = run(&c, vec![], "2022-03-03T11:03:00Z");
+    assert!(out.create.is_none());
+    assert_eq!(out.requeue_after, Some(Duration::from_secs(57 * 60)));
+}

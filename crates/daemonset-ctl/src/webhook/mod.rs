@@ -1,0 +1,121 @@
+//! Advanced DaemonSet admission (spec 3): defaulting (mutating), validation and
+//! deletion protection, served on the shared webhook server.
+//!
+//! Both webhooks use `failurePolicy: Fail`: they only see DaemonSet objects
+//! (`apps.kruise.io`), so an outage blocks DaemonSet changes (which the controller could
+//! not act on anyway) and never Pod creation.
+
+mod defaults;
+mod validation;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+};
+use kruise_api::apps_v1alpha1::DaemonSet;
+use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::{
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
+    dynamic, json_objects,
+};
+use kruise_workload::admission;
+use kube::ResourceExt;
+
+pub use defaults::with_defaults;
+pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};
+
+pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-daemonset";
+pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-daemonset";
+
+/// Deletion protection (gate `ResourcesDeletionProtection`): the workload rules, with
+/// the Pods it runs as its replicas.
+pub fn deletion_denied(ds: &DaemonSet) -> Option<String> {
+    let replicas = ds.status.as_ref().map_or(0, |s| s.current_number_scheduled);
+    admission::deletion_denied_for(ds.labels(), replicas)
+}
+
+/// The webhook routes: defaulting, and validation with deletion protection when
+/// `deletion_protection` (gate `ResourcesDeletionProtection`).
+pub fn routes(deletion_protection: bool) -> Vec<Route> {
+    let mutate = Route::new(
+        MUTATE_PATH,
+        "mutate-daemonset",
+        defaulting(|object, _old| with_defaults(object)),
+    );
+    let validate_route = Route::new(
+        VALIDATE_PATH,
+        "validate-daemonset",
+        dynamic(move |req| async move {
+            let response = AdmissionResponse::from(&req);
+            let (raw_new, raw_old) = json_objects(&req)?;
+            match req.operation {
+                Operation::Delete => {
+                    let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
+                        return Ok(response);
+                    };
+                    let old: DaemonSet = serde_json::from_value(raw_old)
+                        .map_err(|e| HandlerError::Decode(format!("oldObject: {e}")))?;
+                    Ok(match deletion_denied(&old) {
+                        Some(message) => deny_forbidden(response, message),
+                        None => response,
+                    })
+                }
+                Operation::Create | Operation::Update => {
+                    let Some(raw_new) = raw_new else {
+                        return Ok(response);
+                    };
+                    let old = raw_old.filter(|_| req.operation == Operation::Update);
+                    let errors =
+                        validate_json(&raw_new, old.as_ref()).map_err(HandlerError::Decode)?;
+                    Ok(if errors.is_empty() {
+                        response
+                    } else {
+                        deny_invalid(response, &errors)
+                    })
+                }
+                Operation::Connect => Ok(response),
+            }
+        }),
+    );
+    vec![mutate, validate_route]
+}
+
+/// The configurations, named for the scope: cluster-wide, or (for tests and namespaced
+/// installs) one namespace.
+pub fn configurations(
+    watch_namespace: Option<&str>,
+) -> (
+    Vec<ValidatingWebhookConfiguration>,
+    Vec<MutatingWebhookConfiguration>,
+) {
+    let rules = |operations: &[&str]| -> Vec<RuleWithOperations> {
+        vec![config::rule(
+            "apps.kruise.io",
+            &["v1alpha1"],
+            &["daemonsets"],
+            operations,
+            "Namespaced",
+        )]
+    };
+    let validating = config::validating_configuration(
+        "kruise-daemonset",
+        watch_namespace,
+        vec![config::validating_webhook(
+            "vdaemonset.kb.io",
+            VALIDATE_PATH,
+            rules(&["CREATE", "UPDATE", "DELETE"]),
+        )],
+    );
+    let mutating = config::mutating_configuration(
+        "kruise-daemonset",
+        watch_namespace,
+        vec![config::mutating_webhook(
+            "mdaemonset.kb.io",
+            MUTATE_PATH,
+            rules(&["CREATE", "UPDATE"]),
+        )],
+    );
+    (vec![validating], vec![mutating])
+}
+
+#[cfg(test)]
+mod tests;
