@@ -57,7 +57,8 @@ unit: deps ## unit and property tests (no cluster)
 	cargo test --workspace --exclude kruise-e2e --quiet
 
 e2e: cluster ## end-to-end tests against the local cluster
-	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --test-threads=$(E2E_THREADS)
+	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --test-threads=$(E2E_THREADS) --skip conversion::
+	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --test-threads=1 conversion::
 
 test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 	@tests/test.sh
@@ -71,7 +72,7 @@ bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a
 	@tests/bench/compare.sh
 
 SUITE ?= all
-conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|all [FOCUS=regex]; results in target/conformance/
+conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all [FOCUS=regex]; results in target/conformance/
 	@tests/conformance/run.sh $(SUITE)
 
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)

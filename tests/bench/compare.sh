@@ -47,7 +47,7 @@ qps=30
 burst=50
 workers=3
 
-export KRUISE_LOCAL_DIR=$state
+export KRUISE_LOCAL_DIR=$state KRUISE_REAL_NODE=0
 export KRUISE_APISERVER_PORT=$((base + 443)) KRUISE_ETCD_PORT=$((base + 379))
 export KRUISE_KCM_PORT=$((base + 257)) KRUISE_SCHEDULER_PORT=$((base + 259))
 ours_admin=$((base + 80))

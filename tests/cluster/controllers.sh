@@ -72,6 +72,9 @@ forget_endpoints() {
         if [ "$kind" = crd ]; then
           $kubectl patch crd "$name" --type=merge \
             -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null || true
+          # ... and the versions only the webhook converts unserved again, as installed.
+          [ -f "$root/deploy/crds/$name.yaml" ] &&
+            $kubectl apply --server-side --force-conflicts -f "$root/deploy/crds/$name.yaml" >/dev/null || true
         else
           $kubectl delete "$kind" "$name" --ignore-not-found >/dev/null || true
         fi

@@ -2,7 +2,7 @@
 # Runs OpenKruise v1.9.0's own Ginkgo e2e suite (github.com/openkruise/kruise/test/e2e,
 # built by build.sh, never edited) against the local cluster with our controllers:
 #
-#   tests/conformance/run.sh [cloneset|sidecarset|statefulset|all]     (make conformance SUITE=...)
+#   tests/conformance/run.sh [cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all]
 #   FOCUS='VolumeClaimTemplate' tests/conformance/run.sh cloneset      only the specs whose full
 #                                                                       text matches (--ginkgo.focus)
 #
@@ -42,14 +42,17 @@ label_of() {
     cloneset) echo CloneSet ;;
     sidecarset) echo SidecarSet ;;
     statefulset) echo StatefulSet ;;
+    daemonset) echo DaemonSet ;;
+    broadcastjob) echo BroadcastJob ;;
+    advancedcronjob) echo AdvancedCronJob ;;
     *) return 1 ;;
   esac
 }
 
 case $suite in
-  all) suites=(cloneset sidecarset statefulset) ;;
+  all) suites=(cloneset sidecarset statefulset daemonset broadcastjob advancedcronjob) ;;
   *)
-    label_of "$suite" >/dev/null || { echo "usage: $0 [cloneset|sidecarset|statefulset|all]" >&2; exit 2; }
+    label_of "$suite" >/dev/null || { echo "usage: $0 [cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all]" >&2; exit 2; }
     suites=("$suite")
     ;;
 esac

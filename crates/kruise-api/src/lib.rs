@@ -53,16 +53,24 @@ fn also_served_as_v1beta1(mut crd: CustomResourceDefinition) -> CustomResourceDe
     crd
 }
 
-/// One CRD serving both versions, v1alpha1 stored: the controllers read v1alpha1, and
-/// their conversion webhooks serve v1beta1 ([`conversion`]). Without the webhook
-/// registered (no cluster-wide controller running yet) the apiserver's default `None`
-/// conversion only relabels the version, so v1beta1 clients should wait for it.
+/// One CRD with both versions, v1alpha1 stored: the controllers read v1alpha1, and
+/// their conversion webhooks serve v1beta1 ([`conversion`]); v1beta1 is served from the
+/// moment a cluster-wide controller has registered its conversion webhook.
 fn served_with_v1beta1(
     alpha: CustomResourceDefinition,
     beta: CustomResourceDefinition,
 ) -> CustomResourceDefinition {
     let mut crd = kube::core::crd::merge_crds(vec![alpha, beta], "v1alpha1")
         .expect("the two versions of one kind merge");
+    // v1beta1 is installed unserved: kubectl prefers the highest version, and without
+    // the conversion webhook the apiserver would only relabel objects, pruning the
+    // v1alpha1 fields v1beta1 lacks (a `kubectl patch sidecarset` would drop
+    // `spec.namespace`). The controller serves it once it has registered the webhook.
+    for version in &mut crd.spec.versions {
+        if version.name == "v1beta1" {
+            version.served = false;
+        }
+    }
     // One set of printer columns (declared on the v1alpha1 type) for both versions.
     let columns = crd.spec.versions[0].additional_printer_columns.clone();
     for version in &mut crd.spec.versions {

@@ -47,11 +47,26 @@ pub fn kubeconfig_path() -> PathBuf {
         .unwrap_or_else(|| repo_root().join(".local/kubeconfig"))
 }
 
+/// kubectl's discovery cache for this test process: its own, so a cache another run left
+/// in `~/.kube/cache` (e.g. naming a CRD version since unserved) cannot mislead it.
+pub fn kubectl_cache_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("kruise-e2e-kubectl-{}", std::process::id()))
+}
+
+/// Drops kubectl's discovery cache: after a test changes which versions a CRD serves.
+pub fn forget_discovery() {
+    let _ = std::fs::remove_dir_all(kubectl_cache_dir());
+}
+
 /// Runs kubectl against the test cluster; returns (success, stdout, stderr).
 pub fn kubectl(args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
     use std::io::Write;
     let mut cmd = Command::new(cluster_bin().join("kubectl"));
-    cmd.arg("--kubeconfig").arg(kubeconfig_path()).args(args);
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(kubectl_cache_dir())
+        .args(args);
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());

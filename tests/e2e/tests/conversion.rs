@@ -3,7 +3,8 @@
 //! v1alpha1. The CRDs' conversion points at a webhook server started here with the
 //! controllers' own conversion routes, as a cluster-wide controller registers it; the
 //! guard puts the CRDs back to `strategy: None` afterwards (other tests run namespaced
-//! controllers, which never register a conversion).
+//! controllers, which never register a conversion). Changing a CRD's conversion ends every
+//! watch on that kind, so `make test` runs these tests alone, after the others.
 
 use std::time::Duration;
 
@@ -66,6 +67,7 @@ async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConve
     )
     .await;
     let reset = ResetConversion;
+    kruise_e2e::forget_discovery();
     wait_conversion_effective(ns).await;
     (ctl, reset)
 }
@@ -138,12 +140,13 @@ spec:
     .await;
 }
 
-/// Puts the CRDs' conversion back to `None` (what `deploy/crds` installs).
+/// Puts the CRDs back as `deploy/crds` installs them: conversion `None`, v1beta1 unserved.
 struct ResetConversion;
 
 impl Drop for ResetConversion {
     fn drop(&mut self) {
         for crd in CRDS {
+            let file = kruise_e2e::repo_root().join(format!("deploy/crds/{crd}.yaml"));
             let _ = kubectl(
                 &[
                     "patch",
@@ -155,7 +158,21 @@ impl Drop for ResetConversion {
                 ],
                 None,
             );
+            let _ = kubectl(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "-f",
+                    file.to_str().unwrap(),
+                ],
+                None,
+            );
         }
+        // The apiserver swaps the CRD's handler asynchronously; let watchers move off the
+        // webhook before the server behind it stops. kubectl must rediscover the versions.
+        std::thread::sleep(Duration::from_secs(2));
+        kruise_e2e::forget_discovery();
     }
 }
 

@@ -120,6 +120,24 @@ pub(crate) fn crd_conversion_patch(crd: &str, client_config: Value) -> Value {
     })
 }
 
+/// The JSON patch that sets `served: true` on every unserved version of `crd` (each
+/// guarded by a `test` of the version's name), or `None` when all are served.
+pub(crate) fn serve_all_versions_patch(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Option<json_patch::Patch> {
+    let mut ops = Vec::new();
+    for (i, version) in crd.spec.versions.iter().enumerate() {
+        if !version.served {
+            ops.push(json!({"op": "test", "path": format!("/spec/versions/{i}/name"), "value": version.name}));
+            ops.push(json!({"op": "replace", "path": format!("/spec/versions/{i}/served"), "value": true}));
+        }
+    }
+    if ops.is_empty() {
+        return None;
+    }
+    serde_json::from_value(Value::Array(ops)).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +192,28 @@ mod tests {
         let (_, reply) = body(response).await;
         assert_eq!(reply["response"]["result"]["status"], "Failure");
         assert_eq!(reply["response"]["result"]["message"], "no way");
+    }
+
+    #[test]
+    fn unserved_versions_are_served_once_the_conversion_is_in_place() {
+        let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+            serde_json::from_value(json!({
+                "metadata": {"name": "xs.x.io"},
+                "spec": {"group": "x.io", "scope": "Namespaced",
+                         "names": {"plural": "xs", "kind": "X"},
+                         "versions": [{"name": "v1alpha1", "served": true, "storage": true},
+                                      {"name": "v1beta1", "served": false, "storage": false}]}
+            }))
+            .unwrap();
+        let patch = serde_json::to_value(serve_all_versions_patch(&crd).unwrap()).unwrap();
+        assert_eq!(
+            patch,
+            json!([{"op": "test", "path": "/spec/versions/1/name", "value": "v1beta1"},
+                   {"op": "replace", "path": "/spec/versions/1/served", "value": true}])
+        );
+        let mut all = crd;
+        all.spec.versions[1].served = true;
+        assert!(serve_all_versions_patch(&all).is_none());
     }
 
     #[tokio::test]

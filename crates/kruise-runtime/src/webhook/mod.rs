@@ -741,6 +741,13 @@ impl Shared {
                 .map_err(|e| Error::Webhook(format!("clientConfig of {crd}: {e}")))?;
             let patch = conversion::crd_conversion_patch(crd, client_config);
             crds.patch(crd, &params, &Patch::Apply(&patch)).await?;
+            // With the conversion in place every version can be served (the CRDs ship
+            // the converted versions unserved).
+            let live = crds.get(crd).await?;
+            if let Some(serve) = conversion::serve_all_versions_patch(&live) {
+                crds.patch(crd, &PatchParams::default(), &Patch::Json::<()>(serve))
+                    .await?;
+            }
         }
         let mut certs = lock(&self.certs);
         if certs.bundle == bundle {
