@@ -500,34 +500,14 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let rules = |operations: &[&str]| {
-        vec![config::rule(
-            "apps.kruise.io",
-            &["v1alpha1"],
-            &["clonesets"],
-            operations,
-            "Namespaced",
-        )]
-    };
-    let validating = config::validating_configuration(
-        "kruise-cloneset",
-        watch_namespace,
-        vec![config::validating_webhook(
-            "vcloneset.kb.io",
-            VALIDATE_PATH,
-            rules(&["CREATE", "UPDATE", "DELETE"]),
-        )],
-    );
-    let mutating = config::mutating_configuration(
-        "kruise-cloneset",
-        watch_namespace,
-        vec![config::mutating_webhook(
-            "mcloneset.kb.io",
-            MUTATE_PATH,
-            rules(&["CREATE", "UPDATE"]),
-        )],
-    );
-    (vec![validating], vec![mutating])
+    config::KindAdmission {
+        kind: "cloneset",
+        plural: "clonesets",
+        versions: &["v1alpha1"],
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
+    }
+    .configurations(watch_namespace)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! model survive defaulting and a value our types cannot hold is still reported.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
@@ -177,34 +177,14 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let rules = || -> Vec<RuleWithOperations> {
-        vec![config::rule(
-            "apps.kruise.io",
-            &["v1alpha1"],
-            &["broadcastjobs"],
-            &["CREATE", "UPDATE"],
-            "Namespaced",
-        )]
-    };
-    let validating = config::validating_configuration(
-        "kruise-broadcastjob",
-        watch_namespace,
-        vec![config::validating_webhook(
-            "vbroadcastjob.kb.io",
-            VALIDATE_PATH,
-            rules(),
-        )],
-    );
-    let mutating = config::mutating_configuration(
-        "kruise-broadcastjob",
-        watch_namespace,
-        vec![config::mutating_webhook(
-            "mbroadcastjob.kb.io",
-            MUTATE_PATH,
-            rules(),
-        )],
-    );
-    (vec![validating], vec![mutating])
+    config::KindAdmission {
+        kind: "broadcastjob",
+        plural: "broadcastjobs",
+        versions: &["v1alpha1"],
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
+        mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
+    }
+    .configurations(watch_namespace)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! object's JSON.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
@@ -230,34 +230,14 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let rules = || -> Vec<RuleWithOperations> {
-        vec![config::rule(
-            "apps.kruise.io",
-            &["v1alpha1"],
-            &["advancedcronjobs"],
-            &["CREATE", "UPDATE"],
-            "Namespaced",
-        )]
-    };
-    let validating = config::validating_configuration(
-        "kruise-advancedcronjob",
-        watch_namespace,
-        vec![config::validating_webhook(
-            "vadvancedcronjob.kb.io",
-            VALIDATE_PATH,
-            rules(),
-        )],
-    );
-    let mutating = config::mutating_configuration(
-        "kruise-advancedcronjob",
-        watch_namespace,
-        vec![config::mutating_webhook(
-            "madvancedcronjob.kb.io",
-            MUTATE_PATH,
-            rules(),
-        )],
-    );
-    (vec![validating], vec![mutating])
+    config::KindAdmission {
+        kind: "advancedcronjob",
+        plural: "advancedcronjobs",
+        versions: &["v1alpha1"],
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
+        mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
+    }
+    .configurations(watch_namespace)
 }
 
 #[cfg(test)]

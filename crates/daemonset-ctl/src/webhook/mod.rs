@@ -9,7 +9,7 @@ mod defaults;
 mod validation;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_runtime::webhook::config;
@@ -87,34 +87,14 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let rules = |operations: &[&str]| -> Vec<RuleWithOperations> {
-        vec![config::rule(
-            "apps.kruise.io",
-            &["v1alpha1"],
-            &["daemonsets"],
-            operations,
-            "Namespaced",
-        )]
-    };
-    let validating = config::validating_configuration(
-        "kruise-daemonset",
-        watch_namespace,
-        vec![config::validating_webhook(
-            "vdaemonset.kb.io",
-            VALIDATE_PATH,
-            rules(&["CREATE", "UPDATE", "DELETE"]),
-        )],
-    );
-    let mutating = config::mutating_configuration(
-        "kruise-daemonset",
-        watch_namespace,
-        vec![config::mutating_webhook(
-            "mdaemonset.kb.io",
-            MUTATE_PATH,
-            rules(&["CREATE", "UPDATE"]),
-        )],
-    );
-    (vec![validating], vec![mutating])
+    config::KindAdmission {
+        kind: "daemonset",
+        plural: "daemonsets",
+        versions: &["v1alpha1"],
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
+    }
+    .configurations(watch_namespace)
 }
 
 #[cfg(test)]

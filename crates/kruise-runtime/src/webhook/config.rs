@@ -119,6 +119,63 @@ pub fn mutating_configuration(
     }
 }
 
+/// The admission of one namespaced `apps.kruise.io` workload kind, as every workload
+/// controller registers it: `kruise-<kind>-validating` with webhook `v<kind>.kb.io` and
+/// `kruise-<kind>-mutating` with `m<kind>.kb.io`, each on `plural` in `versions` for its
+/// operations, scoped to `watch_namespace` if set.
+pub struct KindAdmission<'a> {
+    /// Lower-case kind, e.g. `daemonset`.
+    pub kind: &'a str,
+    pub plural: &'a str,
+    pub versions: &'a [&'a str],
+    /// Route path and operations of the validating webhook.
+    pub validate: (&'a str, &'a [&'a str]),
+    /// Route path and operations of the mutating webhook.
+    pub mutate: (&'a str, &'a [&'a str]),
+}
+
+impl KindAdmission<'_> {
+    pub fn configurations(
+        &self,
+        watch_namespace: Option<&str>,
+    ) -> (
+        Vec<ValidatingWebhookConfiguration>,
+        Vec<MutatingWebhookConfiguration>,
+    ) {
+        let rules = |operations: &[&str]| {
+            vec![rule(
+                "apps.kruise.io",
+                self.versions,
+                &[self.plural],
+                operations,
+                "Namespaced",
+            )]
+        };
+        let base = format!("kruise-{}", self.kind);
+        let (validate_path, validate_ops) = self.validate;
+        let (mutate_path, mutate_ops) = self.mutate;
+        let validating = validating_configuration(
+            &base,
+            watch_namespace,
+            vec![validating_webhook(
+                &format!("v{}.kb.io", self.kind),
+                validate_path,
+                rules(validate_ops),
+            )],
+        );
+        let mutating = mutating_configuration(
+            &base,
+            watch_namespace,
+            vec![mutating_webhook(
+                &format!("m{}.kb.io", self.kind),
+                mutate_path,
+                rules(mutate_ops),
+            )],
+        );
+        (vec![validating], vec![mutating])
+    }
+}
+
 fn metadata(base: &str, kind: &str, watch_namespace: Option<&str>) -> ObjectMeta {
     let suffix = watch_namespace
         .map(|ns| format!("-{ns}"))

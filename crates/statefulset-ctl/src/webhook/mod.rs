@@ -13,7 +13,7 @@ mod defaults;
 mod validation;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_runtime::webhook::config;
@@ -116,34 +116,14 @@ pub fn configurations(
     Vec<ValidatingWebhookConfiguration>,
     Vec<MutatingWebhookConfiguration>,
 ) {
-    let rules = |operations: &[&str]| -> Vec<RuleWithOperations> {
-        vec![config::rule(
-            "apps.kruise.io",
-            &["v1alpha1", "v1beta1"],
-            &["statefulsets"],
-            operations,
-            "Namespaced",
-        )]
-    };
-    let validating = config::validating_configuration(
-        "kruise-statefulset",
-        watch_namespace,
-        vec![config::validating_webhook(
-            "vstatefulset.kb.io",
-            VALIDATE_PATH,
-            rules(&["CREATE", "UPDATE", "DELETE"]),
-        )],
-    );
-    let mutating = config::mutating_configuration(
-        "kruise-statefulset",
-        watch_namespace,
-        vec![config::mutating_webhook(
-            "mstatefulset.kb.io",
-            MUTATE_PATH,
-            rules(&["CREATE", "UPDATE"]),
-        )],
-    );
-    (vec![validating], vec![mutating])
+    config::KindAdmission {
+        kind: "statefulset",
+        plural: "statefulsets",
+        versions: &["v1alpha1", "v1beta1"],
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
+    }
+    .configurations(watch_namespace)
 }
 
 #[cfg(test)]
