@@ -32,6 +32,23 @@ use crate::cache::{Cache, key};
 use crate::instruments::{Backoff, Instruments};
 use crate::metrics::Metrics;
 
+/// What a controller watches and reconciles: a cached, typed Kubernetes object.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<T> Watched for T where
+    T: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// What the shared loop needs to know of a controller's error type (one enum per crate).
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     /// A short, bounded label for the `result` of `kruise_reconcile_total`.
@@ -120,13 +137,7 @@ impl Reconciler {
     /// with `.watches_shared_stream(cache.subscribe(), reconciler.owner_of())`.
     pub fn controller<K>(&self, primary: &Cache<K>, workers: u16) -> Controller<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
     {
         let instruments = self.instruments.clone();
         let changes = primary
@@ -149,20 +160,8 @@ impl Reconciler {
         ctx: Arc<Ctx>,
         reconcile: fn(Arc<K>, Arc<Ctx>) -> Fut,
     ) where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-        C: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
+        C: Watched,
         Ctx: Send + Sync + 'static,
         E: ReconcileError,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
@@ -181,13 +180,7 @@ impl Reconciler {
         ctx: Arc<Ctx>,
         reconcile: fn(Arc<K>, Arc<Ctx>) -> Fut,
     ) where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Watched,
         Ctx: Send + Sync + 'static,
         E: ReconcileError,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
