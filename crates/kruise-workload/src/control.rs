@@ -111,10 +111,12 @@ impl PodControl {
 
     /// Patches a Pod with a patch that carries the resourceVersion the caller decided
     /// on (`metadata.resourceVersion`), so a decision based on a stale cache fails
-    /// instead of clobbering. On a conflict, if only the Pod's status moved since (the
-    /// kubelet reporting), the decision still holds: it is retried once at the new
-    /// resourceVersion; otherwise the conflict is returned and the caller decides again.
-    /// Returns the resourceVersion written (none when the Pod is gone).
+    /// instead of clobbering. A patch of labels, annotations and container images is
+    /// sent as a JSON Patch testing the values it replaces instead ([`crate::guard`]).
+    /// Any other patch, on a conflict, if only the Pod's status moved since (the kubelet
+    /// reporting), still holds: it is retried once at the new resourceVersion; otherwise
+    /// the conflict is returned and the caller decides again. Returns the
+    /// resourceVersion written (none when the Pod is gone).
     pub async fn patch_pod(
         &self,
         pod: &Pod,
@@ -138,6 +140,16 @@ impl PodControl {
                 }
             }
         };
+        // What the patch rewrites, tested in place of the resourceVersion (see `guard`):
+        // a status write in between, ours or the kubelet's, cannot fail it.
+        if let Some(json) = crate::guard::guarded_json_patch(pod, patch) {
+            let params = PatchParams::default();
+            return match api.patch(&name, &params, &Patch::Json::<()>(json)).await {
+                Ok(p) => Ok(p.resource_version()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
         match send(patch).await {
             Ok(p) => Ok(p.resource_version()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),

@@ -9,6 +9,7 @@ pub mod arithmetic;
 pub mod control;
 pub mod execute;
 pub mod expectations;
+pub mod guard;
 pub mod history;
 pub mod pod_defaults;
 pub mod predownload;
