@@ -8,8 +8,8 @@ use kruise_ordering::predicates;
 
 use super::pods::new_pod;
 use super::{
-    Action, Layout, NodeState, Plan, Warning, World, delete_pod, is_available, is_preparing_delete,
-    is_terminating,
+    Action, Layout, NodeState, Plan, Warning, World, delete_pod, is_preparing_delete,
+    is_terminating, surged_long_enough,
 };
 use crate::events;
 
@@ -86,7 +86,7 @@ fn node_decision<'a>(world: &World<'a>, node: &NodeState<'a>, surge: bool, d: &m
         return;
     }
     // While surging: at most one new and one old Pod; the old one goes once the new
-    // one is available, or at once if it is not Ready.
+    // one has been available long enough, or at once if it is not Ready.
     let (mut newest, mut oldest) = (None, None);
     for pod in running {
         let slot = if world.is_updated(pod) {
@@ -100,10 +100,14 @@ fn node_decision<'a>(world: &World<'a>, node: &NodeState<'a>, surge: bool, d: &m
             d.delete.push(pod);
         }
     }
-    if let (Some(new), Some(old)) = (newest, oldest)
-        && (!predicates::is_ready(old) || is_available(world, new))
-    {
-        d.delete.push(old);
+    if let (Some(new), Some(old)) = (newest, oldest) {
+        let replaced = surged_long_enough(world, new);
+        if let Err(wait) = replaced {
+            d.requeue_after = kruise_workload::min_duration(d.requeue_after, wait);
+        }
+        if !predicates::is_ready(old) || replaced.is_ok() {
+            d.delete.push(old);
+        }
     }
 }
 

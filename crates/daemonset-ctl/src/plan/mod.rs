@@ -280,6 +280,24 @@ pub fn is_available(world: &World, pod: &Pod) -> bool {
     kruise_ordering::predicates::is_available(pod, world.min_ready_seconds(), world.now)
 }
 
+/// Whether a surged (updated) Pod has been available long enough for the old Pod of its
+/// node to go: Ready for `minReadySeconds`, plus one second when that is set.
+/// `lastTransitionTime` is written in whole seconds, so a Pod became Ready up to a second
+/// after it says; deleting the old Pod at exactly `lastTransitionTime + minReadySeconds`
+/// could leave the node served by a Pod ready for less than `minReadySeconds`.
+/// (Upstream gets the same margin by requeueing a full `minReadySeconds` after it sees
+/// the Pod Ready.) `Err` holds how long until it has, if it is Ready at all.
+pub fn surged_long_enough(world: &World, new: &Pod) -> Result<(), Option<Duration>> {
+    let min_ready = match world.min_ready_seconds() {
+        0 => 0,
+        seconds => seconds.saturating_add(1),
+    };
+    if kruise_ordering::predicates::is_available(new, min_ready, world.now) {
+        return Ok(());
+    }
+    Err(wait_until_available(new, min_ready, world.now))
+}
+
 /// How long until a Running and Ready Pod has been ready for `min_ready_seconds`;
 /// `None` when it already has, or is not ready at all (nothing to wait for).
 pub fn wait_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {

@@ -407,6 +407,25 @@ fn surge_creates_the_new_pod_first_and_deletes_the_old_once_available() {
 }
 
 #[test]
+fn surge_with_min_ready_seconds_keeps_the_old_pod_a_second_longer() {
+    let mut f = Fixture::new(2);
+    f.max_surge(1);
+    f.min_ready(10);
+    f.add_pods_everywhere(Rev::Current);
+    f.set_ready_since(0, 100);
+    f.set_ready_since(1, 100);
+    let new = f.add_pod(1, Rev::Update, Ready::Yes);
+    // Ready since 10 s by its whole-second lastTransitionTime: perhaps only 9.x s in
+    // truth. The old Pod stays; look again when it is surely past minReadySeconds.
+    f.set_ready_since(new, 10);
+    let plan = f.plan();
+    assert!(plan.actions.is_empty(), "{:?}", summary(&plan));
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(1)));
+    f.set_ready_since(new, 11);
+    assert_eq!(summary(&f.plan()), [format!("delete {}", f.pod_name(1))]);
+}
+
+#[test]
 fn surging_type_without_max_surge_surges_by_one() {
     let mut f = Fixture::new(2);
     f.set_type(RollingUpdateType::Surging);

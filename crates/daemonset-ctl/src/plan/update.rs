@@ -12,7 +12,7 @@ use kruise_workload::update::{InPlace, InPlaceUpdate, refresh_pod, update_in_pla
 use super::pods::new_pod;
 use super::{
     Action, Layout, NodeState, Plan, Warning, World, delete_pod, is_available, is_finished,
-    is_preparing_delete, is_terminating, pod_name, wait_until_available,
+    is_preparing_delete, is_terminating, pod_name, surged_long_enough, wait_until_available,
 };
 use crate::events;
 
@@ -222,7 +222,7 @@ fn replace_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>
 
 /// Spec 4.4.6: on a candidate node with only an old Pod, a new Pod at once if the old
 /// one is not available, otherwise while `numSurge < maxSurge`; the old Pod goes once
-/// the new one is available.
+/// the new one is available for sure ([`surged_long_enough`]).
 fn with_surge<'a>(
     world: &World<'a>,
     candidates: &[&NodeState<'a>],
@@ -242,13 +242,15 @@ fn with_surge<'a>(
                     allowed.push(node.name);
                 }
             }
-            Some((Some(new), Some(old))) => {
-                if !is_available(world, new) || is_preparing_delete(old) {
+            Some((Some(new), Some(old))) => match surged_long_enough(world, new) {
+                Ok(()) if !is_preparing_delete(old) => old_to_delete.push(old),
+                result => {
                     num_surge += 1;
-                } else {
-                    old_to_delete.push(old);
+                    if let Err(Some(wait)) = result {
+                        plan.requeue(wait);
+                    }
                 }
-            }
+            },
         }
     }
     let room = (max_surge - num_surge).max(0) as usize;
