@@ -202,12 +202,16 @@ up() {
   wait_for "kube-apiserver" 90 kc get --raw=/readyz
   [ "$real_node" = 1 ] && touch "$run/real-node"
 
+  # The node lifecycle controller runs as in any cluster: it removes the
+  # node.kubernetes.io/not-ready taint the apiserver puts on every new Node once the
+  # Node reports Ready (kwok's nodes, the real node, and the Nodes OpenKruise's e2e
+  # suite makes and keeps Ready itself), and taints Nodes that stop reporting.
   start kube-controller-manager "$bin/kube-controller-manager" \
     --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false \
-    --controllers '*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
     --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 --profiling=false --v=1
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \

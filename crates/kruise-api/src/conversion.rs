@@ -1,6 +1,7 @@
 //! Conversion between `apps.kruise.io/v1alpha1` (stored, what the controllers read) and
-//! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet and
-//! SidecarSet. The controllers serve these functions as CRD conversion webhooks.
+//! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet,
+//! SidecarSet and Advanced DaemonSet. The controllers serve these functions as CRD
+//! conversion webhooks.
 //!
 //! They work on JSON, so fields neither version models pass through; only labels and
 //! annotations of `metadata` change (the apiserver refuses any other metadata change).
@@ -50,6 +51,11 @@ pub fn convert_sidecarset(object: Value, desired: &str) -> Result<Value, String>
         sidecarset_to_v1beta1,
         sidecarset_to_v1alpha1,
     )
+}
+
+/// Converts an Advanced DaemonSet (JSON, either version) to `desired`.
+pub fn convert_daemonset(object: Value, desired: &str) -> Result<Value, String> {
+    convert(object, desired, daemonset_to_v1beta1, daemonset_to_v1alpha1)
 }
 
 fn convert(
@@ -320,3 +326,72 @@ pub fn sidecarset_to_v1alpha1(mut object: Value) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// Moves `status.<from>` to `status.<to>` (the same value under another name).
+fn rename_status_field(object: &mut Value, from: &str, to: &str) {
+    if let Some(status) = object.get_mut("status").and_then(Value::as_object_mut)
+        && let Some(value) = status.remove(from)
+    {
+        status.insert(to.into(), value);
+    }
+}
+
+/// v1alpha1 Advanced DaemonSet → v1beta1: the `progressive-create-pod` annotation as
+/// `scaleStrategy.partitionedScaling` (the annotation stays, as upstream keeps it),
+/// `daemonSetHash` as `updateRevision`, and the deprecated `Surging` type as what it
+/// means: `Standard` with `maxSurge` 1 and `maxUnavailable` 0 where those are unset
+/// (upstream only renames it, which would turn a stored Surging DaemonSet into a
+/// non-surging one for a v1beta1 client writing it back).
+pub fn daemonset_to_v1beta1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1BETA1);
+    let partitioned = metadata_get(
+        &object,
+        "annotations",
+        keys::DAEMONSET_PROGRESSIVE_CREATE_POD,
+    )
+    .is_some_and(|v| v == "true");
+    if let Some(spec) = spec_of(&mut object) {
+        let rolling = spec
+            .get_mut("updateStrategy")
+            .and_then(|u| u.get_mut("rollingUpdate"))
+            .and_then(Value::as_object_mut);
+        if let Some(rolling) = rolling
+            && rolling.get("rollingUpdateType").and_then(Value::as_str) == Some("Surging")
+        {
+            rolling.insert("rollingUpdateType".into(), json!("Standard"));
+            rolling.entry("maxSurge").or_insert(json!(1));
+            rolling.entry("maxUnavailable").or_insert(json!(0));
+        }
+        if partitioned {
+            spec.insert("scaleStrategy".into(), json!({"partitionedScaling": true}));
+        }
+    }
+    rename_status_field(&mut object, "daemonSetHash", "updateRevision");
+    object
+}
+
+/// v1beta1 Advanced DaemonSet → v1alpha1: `scaleStrategy.partitionedScaling` as the
+/// `progressive-create-pod` annotation (an explicit `false` removes it: the v1beta1
+/// field is what the client said), `updateRevision` as `daemonSetHash`.
+pub fn daemonset_to_v1alpha1(mut object: Value) -> Value {
+    object["apiVersion"] = json!(V1ALPHA1);
+    let partitioned = spec_of(&mut object)
+        .and_then(|spec| spec.remove("scaleStrategy"))
+        .map(|s| s.get("partitionedScaling").and_then(Value::as_bool) == Some(true));
+    match partitioned {
+        Some(true) => metadata_set(
+            &mut object,
+            "annotations",
+            keys::DAEMONSET_PROGRESSIVE_CREATE_POD,
+            "true",
+        ),
+        Some(false) => {
+            if let Some(annotations) = metadata_map(&mut object, "annotations") {
+                annotations.remove(keys::DAEMONSET_PROGRESSIVE_CREATE_POD);
+            }
+        }
+        None => {}
+    }
+    rename_status_field(&mut object, "updateRevision", "daemonSetHash");
+    object
+}

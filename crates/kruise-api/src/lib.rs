@@ -21,11 +21,14 @@ use kube::CustomResourceExt;
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     use apps_v1alpha1 as a;
     vec![
-        a::AdvancedCronJob::crd(),
+        also_served_as_v1beta1(a::AdvancedCronJob::crd()),
         also_served_as_v1beta1(a::BroadcastJob::crd()),
         served_with_v1beta1(a::CloneSet::crd(), apps_v1beta1::cloneset::CloneSet::crd()),
         a::ContainerRecreateRequest::crd(),
-        a::DaemonSet::crd(),
+        served_with_v1beta1(
+            a::DaemonSet::crd(),
+            apps_v1beta1::daemonset::DaemonSet::crd(),
+        ),
         also_served_as_v1beta1(a::ImageListPullJob::crd()),
         also_served_as_v1beta1(a::ImagePullJob::crd()),
         a::NodeImage::crd(),
@@ -45,6 +48,10 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
 /// Kinds whose OpenKruise 1.9 `v1beta1` has exactly the v1alpha1 fields (BroadcastJob,
 /// ImagePullJob, ImageListPullJob): v1beta1 is served with the same schema, and the
 /// apiserver's default `None` conversion (a relabelled apiVersion) is exact.
+/// AdvancedCronJob's v1beta1 adds only `template.imageListPullJobTemplate`; until an
+/// ImageListPullJob controller exists that field is not in the schema, so a strict
+/// client (kubectl's default) is refused with `unknown field
+/// "spec.template.imageListPullJobTemplate"` instead of having it silently dropped.
 fn also_served_as_v1beta1(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let mut beta = crd.spec.versions[0].clone();
     beta.name = "v1beta1".into();

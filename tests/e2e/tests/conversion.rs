@@ -1,4 +1,5 @@
-//! CloneSet and SidecarSet served as `apps.kruise.io/v1beta1` (OpenKruise 1.9's shapes)
+//! CloneSet, SidecarSet and Advanced DaemonSet served as `apps.kruise.io/v1beta1`
+//! (OpenKruise 1.9's shapes)
 //! through the controllers' CRD conversion webhooks, while stored and reconciled as
 //! v1alpha1. The CRDs' conversion points at a webhook server started here with the
 //! controllers' own conversion routes, as a cluster-wide controller registers it; the
@@ -9,10 +10,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetUpdateStrategyType, SidecarSet};
 use kruise_api::apps_v1beta1::cloneset::{
     CloneSet as BetaCloneSet, CloneSetPodUpdatePolicy, CloneSetUpdateStrategyType as BetaType,
 };
+use kruise_api::apps_v1beta1::daemonset::DaemonSet as BetaDaemonSet;
 use kruise_api::apps_v1beta1::sidecarset::SidecarSet as BetaSidecarSet;
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, kubectl, wait_for};
@@ -23,18 +26,23 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 const MINUTE: Duration = Duration::from_secs(60);
-const CRDS: [&str; 2] = ["clonesets.apps.kruise.io", "sidecarsets.apps.kruise.io"];
+const CRDS: [&str; 3] = [
+    "clonesets.apps.kruise.io",
+    "sidecarsets.apps.kruise.io",
+    "daemonsets.apps.kruise.io",
+];
 
 /// One test at a time owns the CRDs' conversion.
 static CONVERSION: Mutex<()> = Mutex::const_new(());
 
-/// Serves both conversion routes and registers them on the CRDs, as a cluster-wide
-/// cloneset-ctl / sidecarset-ctl does at start.
+/// Serves the conversion routes and registers them on the CRDs, as a cluster-wide
+/// cloneset-ctl / sidecarset-ctl / daemonset-ctl does at start.
 async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConversion) {
     let ctl = RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", |rt| async move {
         let routes = vec![
             cloneset_ctl::webhook::conversion_route(),
             sidecarset_ctl::webhook::conversion_route(),
+            daemonset_ctl::webhook::conversion_route(),
         ];
         let server = WebhookServer::start(&rt, routes).await?;
         anyhow::ensure!(server.register_conversions().await?, "nothing registered");
@@ -407,4 +415,105 @@ impl Drop for DeleteSidecarSet {
             None,
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_daemonset_is_stored_as_v1alpha1_and_reads_its_status_back() {
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-ds").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    let _ctl =
+        RunningController::start(daemonset_ctl::IDENTITY, &ns.name, "", daemonset_ctl::run).await;
+
+    let manifest = "
+apiVersion: apps.kruise.io/v1beta1
+kind: DaemonSet
+metadata: {name: beta}
+spec:
+  selector: {matchLabels: {app: beta}}
+  template:
+    metadata: {labels: {app: beta}}
+    spec:
+      nodeSelector: {type: kwok}
+      tolerations: [{operator: Exists}]
+      containers: [{name: web, image: 'nginx:1.24'}]
+  scaleStrategy: {partitionedScaling: true}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate: {rollingUpdateType: InPlaceIfPossible, partition: 1}
+";
+    // The apiserver serves v1beta1 once it has reloaded the CRD the server registered.
+    wait_for("a v1beta1 DaemonSet to be accepted", MINUTE, || async {
+        ns.apply(manifest).await.map_err(|e| e.to_string())
+    })
+    .await;
+
+    // As the controller reads it: the annotation form, nothing it does not know.
+    let alpha = ns.api::<DaemonSet>().get("beta").await.unwrap();
+    assert_eq!(
+        alpha.annotations()[keys::DAEMONSET_PROGRESSIVE_CREATE_POD],
+        "true"
+    );
+    let (ok, raw, err) = kubectl(
+        &[
+            "get",
+            "daemonsets.v1alpha1.apps.kruise.io",
+            "beta",
+            "-n",
+            &ns.name,
+            "-o",
+            "jsonpath={.spec.scaleStrategy}",
+        ],
+        None,
+    );
+    assert!(
+        ok && raw.is_empty(),
+        "v1alpha1 has no scaleStrategy: {raw} {err}"
+    );
+
+    // Reconciled: a Pod per kwok node; v1beta1 reads the hash as updateRevision.
+    let beta: Api<BetaDaemonSet> = ns.api();
+    let read = wait_for("v1beta1 status with an updateRevision", MINUTE, || async {
+        let ds = beta.get("beta").await.map_err(|e| e.to_string())?;
+        match &ds.status {
+            Some(s)
+                if !s.update_revision.is_empty()
+                    && s.number_ready == s.desired_number_scheduled
+                    && s.desired_number_scheduled > 0 =>
+            {
+                Ok(ds)
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let alpha = ns.api::<DaemonSet>().get("beta").await.unwrap();
+    assert_eq!(
+        read.status.as_ref().unwrap().update_revision,
+        alpha.status.as_ref().unwrap().daemon_set_hash
+    );
+    assert_eq!(
+        read.spec
+            .scale_strategy
+            .as_ref()
+            .map(|s| s.partitioned_scaling),
+        Some(true)
+    );
+
+    // A v1beta1 client turns partitioned scaling off: the annotation goes.
+    beta.patch(
+        "beta",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"scaleStrategy": {"partitionedScaling": false}}})),
+    )
+    .await
+    .expect("patch as v1beta1");
+    let alpha = ns.api::<DaemonSet>().get("beta").await.unwrap();
+    assert!(
+        !alpha
+            .annotations()
+            .contains_key(keys::DAEMONSET_PROGRESSIVE_CREATE_POD),
+        "{:?}",
+        alpha.annotations()
+    );
 }

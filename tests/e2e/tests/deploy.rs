@@ -1001,6 +1001,10 @@ const DAEMONSET_CHECKS: &str = "
     yes update secrets/daemonset-webhook-ca                            kruise-system
     yes patch  validatingwebhookconfigurations/kruise-daemonset-validating *
     yes create mutatingwebhookconfigurations/kruise-daemonset-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/daemonsets.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/daemonsets.apps.kruise.io *
     # Nodes are only read: never labelled, tainted, cordoned or removed.
     no  patch  nodes                                                   *
     no  update nodes                                                   *

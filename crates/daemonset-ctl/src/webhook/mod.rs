@@ -25,6 +25,8 @@ pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};
 
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-daemonset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-daemonset";
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-daemonset";
 
 /// Deletion protection (gate `ResourcesDeletionProtection`): the workload rules, with
 /// the Pods it runs as its replicas.
@@ -33,8 +35,8 @@ pub fn deletion_denied(ds: &DaemonSet) -> Option<String> {
     admission::deletion_denied_for(ds.labels(), replicas)
 }
 
-/// The webhook routes: defaulting, and validation with deletion protection when
-/// `deletion_protection` (gate `ResourcesDeletionProtection`).
+/// The webhook routes: defaulting, validation with deletion protection when
+/// `deletion_protection` (gate `ResourcesDeletionProtection`), and v1beta1 conversion.
 pub fn routes(deletion_protection: bool) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
@@ -76,7 +78,17 @@ pub fn routes(deletion_protection: bool) -> Vec<Route> {
             }
         }),
     );
-    vec![mutate, validate_route]
+    vec![mutate, validate_route, conversion_route()]
+}
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-daemonset",
+        "daemonsets.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_daemonset),
+    )
 }
 
 /// The configurations, named for the scope: cluster-wide, or (for tests and namespaced

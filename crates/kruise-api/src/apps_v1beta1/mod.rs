@@ -1,8 +1,9 @@
 //! `apps.kruise.io/v1beta1` kinds: Advanced StatefulSet (stored as v1beta1), and the
-//! v1beta1 forms of CloneSet and SidecarSet (stored as v1alpha1, converted by their
-//! controllers' conversion webhooks; see [`crate::conversion`]).
+//! v1beta1 forms of CloneSet, SidecarSet and Advanced DaemonSet (stored as v1alpha1,
+//! converted by their controllers' conversion webhooks; see [`crate::conversion`]).
 
 pub mod cloneset;
+pub mod daemonset;
 pub mod sidecarset;
 pub mod statefulset;
 

@@ -223,3 +223,77 @@ proptest! {
         prop_assert_eq!(convert_sidecarset(beta, V1ALPHA1).unwrap(), alpha);
     }
 }
+
+fn daemonset(annotations: Value, rolling: Value) -> Value {
+    json!({"apiVersion": V1ALPHA1, "kind": "DaemonSet",
+           "metadata": {"name": "ds", "namespace": "default", "annotations": annotations},
+           "spec": {"selector": {"matchLabels": {"app": "d"}},
+                    "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": rolling}},
+           "status": {"desiredNumberScheduled": 4, "daemonSetHash": "ds-7d9f"}})
+}
+
+#[test]
+fn daemonset_partitioned_scaling_and_update_revision_move_between_versions() {
+    let progressive = json!({keys::DAEMONSET_PROGRESSIVE_CREATE_POD: "true"});
+    let alpha = daemonset(progressive, json!({"partition": 2}));
+    let beta = convert_daemonset(alpha.clone(), V1BETA1).unwrap();
+    assert_eq!(beta["apiVersion"], V1BETA1);
+    assert_eq!(
+        beta["spec"]["scaleStrategy"],
+        json!({"partitionedScaling": true})
+    );
+    assert_eq!(beta["status"]["updateRevision"], "ds-7d9f");
+    assert!(beta["status"].get("daemonSetHash").is_none());
+    assert_eq!(convert_daemonset(beta.clone(), V1ALPHA1).unwrap(), alpha);
+    // A v1beta1 client turning it off is heard.
+    let mut off = beta;
+    off["spec"]["scaleStrategy"]["partitionedScaling"] = json!(false);
+    let alpha = convert_daemonset(off, V1ALPHA1).unwrap();
+    assert_eq!(alpha["metadata"]["annotations"], json!({}));
+    assert!(alpha["spec"].get("scaleStrategy").is_none());
+}
+
+#[test]
+fn daemonset_surging_reads_as_what_it_means_in_v1beta1() {
+    let alpha = daemonset(json!({}), json!({"rollingUpdateType": "Surging"}));
+    let beta = convert_daemonset(alpha, V1BETA1).unwrap();
+    assert_eq!(
+        beta["spec"]["updateStrategy"]["rollingUpdate"],
+        json!({"rollingUpdateType": "Standard", "maxSurge": 1, "maxUnavailable": 0})
+    );
+    // Settings of its own are kept.
+    let alpha = daemonset(
+        json!({}),
+        json!({"rollingUpdateType": "Surging", "maxSurge": "50%"}),
+    );
+    let beta = convert_daemonset(alpha, V1BETA1).unwrap();
+    assert_eq!(
+        beta["spec"]["updateStrategy"]["rollingUpdate"]["maxSurge"],
+        "50%"
+    );
+}
+
+proptest! {
+    #[test]
+    fn daemonset_round_trips(progressive in any::<bool>(),
+                             rolling_type in prop_oneof![Just("Standard"), Just("InPlaceIfPossible")],
+                             partition in proptest::option::of(intstr()),
+                             surge in proptest::option::of(intstr())) {
+        let annotations = if progressive {
+            json!({keys::DAEMONSET_PROGRESSIVE_CREATE_POD: "true", "other": "x"})
+        } else {
+            json!({"other": "x"})
+        };
+        let mut rolling = json!({"rollingUpdateType": rolling_type});
+        if let Some(p) = partition {
+            rolling["partition"] = p;
+        }
+        if let Some(s) = surge {
+            rolling["maxSurge"] = s;
+        }
+        let alpha = daemonset(annotations, rolling);
+        let beta = convert_daemonset(alpha.clone(), V1BETA1).unwrap();
+        prop_assert_eq!(beta["spec"].get("scaleStrategy").is_some(), progressive);
+        prop_assert_eq!(convert_daemonset(beta, V1ALPHA1).unwrap(), alpha);
+    }
+}
