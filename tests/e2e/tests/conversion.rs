@@ -471,21 +471,27 @@ spec:
         "v1alpha1 has no scaleStrategy: {raw} {err}"
     );
 
-    // Reconciled: a Pod per kwok node; v1beta1 reads the hash as updateRevision.
+    // Reconciled with partitioned scaling: partition 1 keeps one kwok node without a
+    // Pod; v1beta1 reads the revision hash as updateRevision.
     let beta: Api<BetaDaemonSet> = ns.api();
-    let read = wait_for("v1beta1 status with an updateRevision", MINUTE, || async {
-        let ds = beta.get("beta").await.map_err(|e| e.to_string())?;
-        match &ds.status {
-            Some(s)
-                if !s.update_revision.is_empty()
-                    && s.number_ready == s.desired_number_scheduled
-                    && s.desired_number_scheduled > 0 =>
-            {
-                Ok(ds)
+    let read = wait_for(
+        "v1beta1 status: Pods on all kwok nodes but one, an updateRevision",
+        MINUTE,
+        || async {
+            let ds = beta.get("beta").await.map_err(|e| e.to_string())?;
+            match &ds.status {
+                Some(s)
+                    if !s.update_revision.is_empty()
+                        && s.desired_number_scheduled >= 2
+                        && s.current_number_scheduled == s.desired_number_scheduled - 1
+                        && s.number_ready == s.current_number_scheduled =>
+                {
+                    Ok(ds)
+                }
+                other => Err(format!("{other:?}")),
             }
-            other => Err(format!("{other:?}")),
-        }
-    })
+        },
+    )
     .await;
     let alpha = ns.api::<DaemonSet>().get("beta").await.unwrap();
     assert_eq!(
@@ -516,4 +522,13 @@ spec:
         "{:?}",
         alpha.annotations()
     );
+    // ... and the last node gets its Pod.
+    wait_for("a Pod on every kwok node", MINUTE, || async {
+        let ds = beta.get("beta").await.map_err(|e| e.to_string())?;
+        match &ds.status {
+            Some(s) if s.current_number_scheduled == s.desired_number_scheduled => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
 }
