@@ -59,15 +59,8 @@ pub fn refresh_target(pod: &Pod, input: &RefreshInput) -> Option<LifecycleState>
 fn pre_normal_done(pod: &Pod, lifecycle: Option<&Lifecycle>) -> bool {
     match lifecycle.and_then(|l| l.pre_normal.as_ref()) {
         Some(hook) => is_all_hooked(pod, Some(hook)),
-        None => is_scheduled(pod),
+        None => kruise_ordering::predicates::is_scheduled(pod),
     }
-}
-
-fn is_scheduled(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|spec| spec.node_name.as_deref())
-        .is_some_and(|node| !node.is_empty())
 }
 
 /// Where a Pod goes once its in-place update is done (or turned out unnecessary): it

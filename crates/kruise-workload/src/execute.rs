@@ -269,13 +269,7 @@ impl Writer {
                 Ok(())
             }
             Action::Lifecycle { pod, transition } => {
-                let writes = PodWrites {
-                    status_patch: transition.status_patch.clone(),
-                    pod_patch: transition
-                        .changes_metadata()
-                        .then(|| transition.metadata_patch.clone()),
-                    requeue_after: None,
-                };
+                let writes = lifecycle_writes(&transition);
                 self.write_pod(uid, pod, &writes, PatchKind::Merge).await
             }
             Action::MarkRecreate { pod, revision } => {
@@ -422,5 +416,100 @@ impl Writer {
             );
         }
         Ok(())
+    }
+}
+
+/// The writes of a lifecycle move. When it writes conditions and changes nothing but
+/// labels and annotations, one status write carries both (the `pods/status` endpoint
+/// keeps metadata changes other than owner references): the Pod's readiness and its
+/// state change together, and the move costs one request instead of two.
+pub(crate) fn lifecycle_writes(transition: &kruise_lifecycle::Transition) -> PodWrites {
+    let metadata = transition
+        .changes_metadata()
+        .then_some(&transition.metadata_patch);
+    match (&transition.status_patch, metadata) {
+        (Some(status), Some(meta)) if only_labels_and_annotations(meta) => {
+            let mut status = status.clone();
+            status["metadata"] = meta["metadata"].clone();
+            PodWrites {
+                status_patch: Some(status),
+                ..Default::default()
+            }
+        }
+        (status, meta) => PodWrites {
+            status_patch: status.clone(),
+            pod_patch: meta.cloned(),
+            requeue_after: None,
+        },
+    }
+}
+
+fn only_labels_and_annotations(patch: &serde_json::Value) -> bool {
+    let top_level_is_metadata = patch
+        .as_object()
+        .is_some_and(|p| p.keys().all(|k| k == "metadata"));
+    top_level_is_metadata
+        && patch["metadata"]
+            .as_object()
+            .is_some_and(|m| m.keys().all(|k| k == "labels" || k == "annotations"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kruise_api::appspub::LifecycleState;
+    use serde_json::Value;
+
+    fn transition(
+        metadata_patch: Value,
+        status_patch: Option<Value>,
+    ) -> kruise_lifecycle::Transition {
+        kruise_lifecycle::Transition {
+            to: LifecycleState::Normal,
+            metadata_patch,
+            status_patch,
+        }
+    }
+
+    fn state_label() -> Value {
+        json!({"metadata": {"labels": {keys::LIFECYCLE_STATE: "Normal"},
+                            "annotations": {keys::LIFECYCLE_TIMESTAMP: "2026-01-01T00:00:00Z"}}})
+    }
+
+    fn ready_condition() -> Value {
+        json!({"status": {"conditions": [{"type": keys::INPLACE_UPDATE_READY, "status": "True"}]}})
+    }
+
+    #[test]
+    fn a_move_with_conditions_and_labels_is_one_status_write() {
+        let writes = lifecycle_writes(&transition(state_label(), Some(ready_condition())));
+        assert_eq!(writes.pod_patch, None);
+        let status = writes.status_patch.unwrap();
+        assert_eq!(status["metadata"], state_label()["metadata"]);
+        assert_eq!(status["status"], ready_condition()["status"]);
+    }
+
+    #[test]
+    fn a_move_that_replaces_finalizers_keeps_its_guarded_pod_patch() {
+        let mut meta = state_label();
+        meta["metadata"]["finalizers"] = json!(["hook"]);
+        meta["metadata"]["resourceVersion"] = json!("7");
+        let writes = lifecycle_writes(&transition(meta.clone(), Some(ready_condition())));
+        assert_eq!(writes.pod_patch, Some(meta));
+        assert_eq!(writes.status_patch, Some(ready_condition()));
+    }
+
+    #[test]
+    fn a_move_without_conditions_is_one_pod_patch_and_a_condition_only_move_one_status_write() {
+        let writes = lifecycle_writes(&transition(state_label(), None));
+        assert_eq!(
+            (writes.pod_patch, writes.status_patch),
+            (Some(state_label()), None)
+        );
+        let writes = lifecycle_writes(&transition(json!({}), Some(ready_condition())));
+        assert_eq!(
+            (writes.pod_patch, writes.status_patch),
+            (None, Some(ready_condition()))
+        );
     }
 }

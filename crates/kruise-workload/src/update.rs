@@ -36,8 +36,12 @@ pub fn refresh_pod<'a>(
     if let Some(wait) = writes.requeue_after.take() {
         plan.requeue(wait);
     }
+    // Only once the Pod is scheduled: before that it cannot be Ready anyway, and the
+    // same write then carries its move from `PreparingNormal` to `Normal` (a scale-up
+    // costs the Pod's creation and this one status write).
     if kruise_lifecycle::has_kruise_pod_ready_gate(pod)
         && kruise_lifecycle::kruise_pod_ready_condition(pod).is_none()
+        && kruise_ordering::predicates::is_scheduled(pod)
     {
         add_condition(
             &mut writes,
@@ -56,12 +60,48 @@ pub fn refresh_pod<'a>(
     };
     let next_state = kruise_lifecycle::refresh_target(pod, &input)
         .and_then(|to| kruise_lifecycle::transition(pod, to, lifecycle, now));
-    if !writes.is_empty() {
-        plan.actions.push(Action::Refresh { pod, writes });
+    match next_state {
+        // The refresh's conditions ride along with the move (the Writer sends both as
+        // one status write when the move changes only labels and annotations): an
+        // in-place update ends with one write, `InPlaceUpdateReady=True` and `Normal`.
+        Some(mut transition) if writes.pod_patch.is_none() => {
+            if let Some(conditions) = writes.status_patch.take() {
+                transition.status_patch =
+                    Some(merge_conditions(transition.status_patch.take(), conditions));
+            }
+            plan.actions.push(Action::Lifecycle { pod, transition });
+        }
+        next_state => {
+            if !writes.is_empty() {
+                plan.actions.push(Action::Refresh { pod, writes });
+            }
+            if let Some(transition) = next_state {
+                plan.actions.push(Action::Lifecycle { pod, transition });
+            }
+        }
     }
-    if let Some(transition) = next_state {
-        plan.actions.push(Action::Lifecycle { pod, transition });
+}
+
+/// `{"status":{"conditions":[…]}}` with the conditions of `first` and those of `more`
+/// whose type `first` does not already write (`first` decided last and knows best).
+fn merge_conditions(first: Option<Value>, more: Value) -> Value {
+    let Some(mut merged) = first else {
+        return more;
+    };
+    let list = |v: &Value| {
+        v["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let extra: Vec<Value> = list(&more)
+        .into_iter()
+        .filter(|c| !list(&merged).iter().any(|m| m["type"] == c["type"]))
+        .collect();
+    if let Some(conditions) = merged["status"]["conditions"].as_array_mut() {
+        conditions.extend(extra);
     }
+    merged
 }
 
 /// Deleting a Pod behind a `preDelete` hook: while the hook holds it, the Pod moves to
@@ -293,6 +333,11 @@ mod tests {
 
         add_readiness_gate(&mut pod, keys::KRUISE_POD_READY);
         let mut plan = Plan::default();
+        refresh_pod(&mut plan, &pod, None, true, now(), || None);
+        assert!(plan.actions.is_empty(), "unscheduled: {:?}", plan.actions);
+
+        pod.spec.as_mut().unwrap().node_name = Some("node-a".into());
+        let mut plan = Plan::default();
         let labels = json!({"metadata": {"labels": {"a": "b"}}});
         refresh_pod(&mut plan, &pod, None, true, now(), || Some(labels.clone()));
         let [Action::Refresh { writes, .. }] = &plan.actions[..] else {
@@ -303,6 +348,61 @@ mod tests {
             keys::KRUISE_POD_READY
         );
         assert_eq!(writes.pod_patch.as_ref(), Some(&labels));
+    }
+
+    #[test]
+    fn a_scheduled_new_pod_gets_its_condition_with_its_move_to_normal() {
+        let mut pod = pod();
+        add_readiness_gate(&mut pod, keys::KRUISE_POD_READY);
+        set_label(&mut pod, keys::LIFECYCLE_STATE, "PreparingNormal");
+        pod.spec.as_mut().unwrap().node_name = Some("node-a".into());
+        let mut plan = Plan::default();
+        refresh_pod(&mut plan, &pod, None, true, now(), || None);
+        let [Action::Lifecycle { transition, .. }] = &plan.actions[..] else {
+            panic!("{:?}", plan.actions)
+        };
+        assert_eq!(transition.to, LifecycleState::Normal);
+        let status = transition.status_patch.as_ref().expect("conditions");
+        assert_eq!(
+            status["status"]["conditions"][0]["type"],
+            keys::KRUISE_POD_READY
+        );
+        assert_eq!(status["status"]["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn a_finished_in_place_update_turns_ready_and_normal_in_one_move() {
+        let mut pod = pod();
+        set_label(&mut pod, keys::LIFECYCLE_STATE, "Updating");
+        pod.status.as_mut().unwrap().conditions =
+            Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: keys::INPLACE_UPDATE_READY.into(),
+                status: "False".into(),
+                ..Default::default()
+            }]);
+        let mut plan = Plan::default();
+        refresh_pod(&mut plan, &pod, None, true, now(), || None);
+        let [Action::Lifecycle { transition, .. }] = &plan.actions[..] else {
+            panic!("{:?}", plan.actions)
+        };
+        assert_eq!(transition.to, LifecycleState::Normal);
+        let conditions =
+            &transition.status_patch.as_ref().expect("conditions")["status"]["conditions"];
+        assert_eq!(conditions[0]["type"], keys::INPLACE_UPDATE_READY);
+        assert_eq!(conditions[0]["status"], "True");
+    }
+
+    #[test]
+    fn merged_conditions_keep_the_first_of_each_type() {
+        let first = json!({"status": {"conditions": [{"type": "A", "status": "False"}]}});
+        let more = json!({"status": {"conditions": [
+            {"type": "A", "status": "True"}, {"type": "B", "status": "True"}]}});
+        assert_eq!(
+            merge_conditions(Some(first), more.clone()),
+            json!({"status": {"conditions": [
+                {"type": "A", "status": "False"}, {"type": "B", "status": "True"}]}})
+        );
+        assert_eq!(merge_conditions(None, more.clone()), more);
     }
 
     #[test]

@@ -375,6 +375,13 @@ mod tests {
         f.set_state(0, "PreparingNormal");
         add_readiness_gate(&mut f.pods[0], keys::KRUISE_POD_READY);
         let plan = plan_update(&f.world());
-        assert_eq!(kinds(&plan), ["refresh", "lifecycle"]);
+        // One move: the condition rides with the state change (one status write).
+        let [Action::Lifecycle { transition, .. }] = &plan.actions[..] else {
+            panic!("{:?}", plan.actions)
+        };
+        assert_eq!(transition.to, LifecycleState::Normal);
+        let conditions =
+            &transition.status_patch.as_ref().expect("conditions")["status"]["conditions"];
+        assert_eq!(conditions[0]["type"], keys::KRUISE_POD_READY);
     }
 }
