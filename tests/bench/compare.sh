@@ -21,11 +21,15 @@
 #
 #   scale     create the CloneSet -> N Ready
 #   inplace   JSON-patch the image -> N updated and Ready (in place)
+#   restart   the process stopped and started again with the N Pods in place -> ready
+#             (its /readyz) and idle (3 s without a request); what it asked and wrote
+#             meanwhile (nothing needs writing: the Pod writes should be 0)
 #
 # Per phase, from the audit log by User-Agent (ours: cloneset-ctl/<version>, upstream:
 # kruise-manager): Pod writes per Pod by verb (create/patch/update/delete, status
 # subresource included), Pod GETs, 409 conflicts, every request per Pod; CPU seconds of the
-# process. Per implementation: peak RSS (VmHWM) and RSS at the end (VmRSS).
+# process. Per implementation: peak RSS (VmHWM), RSS at the end (VmRSS), RSS idle without
+# Pods and after the restart with N Pods cached (their difference / N: bytes per cached Pod).
 # A table on stdout, everything in target/bench/compare.json; the audit log and the
 # controllers' logs stay in target/bench/cluster/logs/ until the next run.
 #
@@ -205,12 +209,18 @@ wait_done() { # resource what jq-condition timeout
 scale_done='$s.replicas == $n and $s.readyReplicas == $n'
 update_done='$s.replicas == $n and $s.readyReplicas == $n and $s.updatedReplicas == $n and $s.updatedReadyReplicas == $n'
 
-# One implementation: the process is running and ready; the CloneSet is created, scaled,
-# updated in place, deleted. Writes $out/compare-<name>.json.
-measure() { # name pid resource ua-prefix manifest-json
-  local name=$1 pid=$2 resource=$3 ua=$4 manifest=$5
+# One implementation: started by its start function (which sets $started_pid once the
+# process is ready); the CloneSet is created, scaled, updated in place; the process is
+# restarted with the N Pods in place (time until ready and idle, the requests and writes it
+# makes doing nothing); the CloneSet is deleted. Writes $out/compare-<name>.json.
+measure() { # name start-function resource ua-prefix manifest-json
+  local name=$1 start=$2 resource=$3 ua=$4 manifest=$5
+  "$start"
+  local pid=$started_pid
   kc create namespace "$ns" >/dev/null
   quiesce "$ua"
+  local idle_rss
+  idle_rss=$(mem_kib "$pid" VmRSS)
   local o0 c0 t0 t1 o1 c1 t2 t3 o2 c2
   o0=$(audit_size) c0=$(cpu_seconds "$pid")
   log "$name: creating a CloneSet of $pods"
@@ -234,13 +244,28 @@ measure() { # name pid resource ua-prefix manifest-json
   hwm=$(mem_kib "$pid" VmHWM) rss=$(mem_kib "$pid" VmRSS)
   local inplace_restarts
   inplace_restarts=$(kc -n "$ns" get pods -o json | jq '[.items[].status.containerStatuses[0].restartCount] | add')
-  local scale inplace
+  log "$name: restarting it with $pods Pods in place"
+  stop_pid "$pid"
+  local o3 t4 t5 t6 o4 c4
+  o3=$(audit_size) t4=$(now)
+  "$start"
+  pid=$started_pid t5=$(now)
+  quiesce "$ua"
+  # quiesce returns after 3 s without a request: the process was idle 3 s earlier.
+  t6=$(sub "$(now)" 3) o4=$(audit_size) c4=$(cpu_seconds "$pid")
+  log "$name: ready $(sub "$t5" "$t4") s and idle $(sub "$t6" "$t4") s after its restart"
+  local restart_rss
+  restart_rss=$(mem_kib "$pid" VmRSS)
+  local scale inplace restart
   scale=$(summarize "$o0" "$o1" "$ua")
   inplace=$(summarize "$o1" "$o2" "$ua")
+  restart=$(summarize "$o3" "$o4" "$ua")
   jq -n --arg name "$name" --argjson pods "$pods" \
-    --argjson scale "$scale" --argjson inplace "$inplace" \
+    --argjson scale "$scale" --argjson inplace "$inplace" --argjson restart "$restart" \
     --arg ts "$(sub "$t1" "$t0")" --arg tu "$(sub "$t3" "$t2")" \
     --arg cs "$(sub "$c1" "$c0")" --arg cu "$(sub "$c2" "$c1")" \
+    --arg tr "$(sub "$t5" "$t4")" --arg ti "$(sub "$t6" "$t4")" --arg cr "$c4" \
+    --argjson idle_rss "$idle_rss" --argjson restart_rss "$restart_rss" \
     --argjson hwm "$hwm" --argjson rss "$rss" --argjson restarts "$inplace_restarts" '
     def r2: . * 100 | round / 100;
     def phase($p; $secs; $cpu): {
@@ -261,10 +286,21 @@ measure() { # name pid resource ua-prefix manifest-json
     {implementation: $name, pods: $pods,
      scale: phase($scale; $ts; $cs),
      inplace: (phase($inplace; $tu; $cu) + {container_restarts: $restarts}),
+     restart: {
+       ready_seconds: ($tr | tonumber | r2),
+       idle_seconds: ($ti | tonumber | r2),
+       cpu_seconds: ($cr | tonumber | r2),
+       requests: $restart.requests,
+       requests_by_resource: $restart.by_resource,
+       pod_writes: ([$restart.pods | to_entries[] | select(.key | test("^(create|patch|update|delete)")) | .value] | add // 0),
+       rss_mib: ($restart_rss / 1024 | . * 10 | round / 10)},
+     idle_rss_mib: ($idle_rss / 1024 | . * 10 | round / 10),
+     bytes_per_cached_pod: ((($restart_rss - $idle_rss) * 1024 / $pods) | round),
      peak_rss_mib: ($hwm / 1024 | . * 10 | round / 10),
      rss_at_end_mib: ($rss / 1024 | . * 10 | round / 10)}' >"$out/compare-$name.json"
   log "$name: deleting the CloneSet and its Pods"
-  kc delete namespace "$ns" --timeout=600s >/dev/null
+  kc delete namespace "$ns" --timeout=1800s >/dev/null
+  stop_pid "$pid"
 }
 
 stop_pid() {
@@ -284,10 +320,7 @@ wait_ready() { # name pid url
 
 # --- ours -------------------------------------------------------------------------------
 
-run_ours() {
-  log "ours: installing deploy/crds, starting cloneset-ctl"
-  kc apply --server-side --force-conflicts -f "$root/deploy/crds/" >/dev/null
-  kc wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
+start_ours() {
   KUBECONFIG=$kubeconfig \
     KRUISE_ADMIN_ADDR=127.0.0.1:$ours_admin \
     KRUISE_WEBHOOK_ADDR=127.0.0.1:$ours_webhook \
@@ -295,18 +328,24 @@ run_ours() {
     KRUISE_NAMESPACE=kruise-system \
     KRUISE_LEADER_ELECT=false \
     KRUISE_KUBE_QPS=$qps KRUISE_KUBE_BURST=$burst KRUISE_WORKERS=$workers \
-    setsid "$ctl_bin" >"$state/logs/cloneset-ctl.log" 2>&1 </dev/null &
-  local pid=$!
-  started_pids+=("$pid")
-  wait_ready cloneset-ctl "$pid" "http://127.0.0.1:$ours_admin/readyz"
-  measure ours "$pid" clonesets.v1alpha1.apps.kruise.io "cloneset-ctl/" "$(jq -n --argjson n "$pods" '{
+    setsid "$ctl_bin" >>"$state/logs/cloneset-ctl.log" 2>&1 </dev/null &
+  started_pid=$!
+  started_pids+=("$started_pid")
+  wait_ready cloneset-ctl "$started_pid" "http://127.0.0.1:$ours_admin/readyz"
+}
+
+run_ours() {
+  log "ours: installing deploy/crds, starting cloneset-ctl"
+  kc apply --server-side --force-conflicts -f "$root/deploy/crds/" >/dev/null
+  kc wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
+  : >"$state/logs/cloneset-ctl.log"
+  measure ours start_ours clonesets.v1alpha1.apps.kruise.io "cloneset-ctl/" "$(jq -n --argjson n "$pods" '{
     apiVersion: "apps.kruise.io/v1alpha1", kind: "CloneSet", metadata: {name: "bench"},
     spec: {replicas: $n, selector: {matchLabels: {app: "bench"}},
       template: {metadata: {labels: {app: "bench"}}, spec: {containers: [{name: "main", image: "nginx:alpine"}]}},
       updateStrategy: {type: "InPlaceIfPossible", maxUnavailable: "20%"}}}')"
   jq '. + {binary: (.scale.user_agents | keys | first // "cloneset-ctl")}' "$out/compare-ours.json" >"$out/compare-ours.json.tmp"
   mv "$out/compare-ours.json.tmp" "$out/compare-ours.json"
-  stop_pid "$pid"
   # What it registered (webhook configurations, the CRD conversion) points at a stopped
   # process now; then the CRDs go, with every object of theirs.
   local kind name url
@@ -322,6 +361,19 @@ run_ours() {
 }
 
 # --- upstream ---------------------------------------------------------------------------
+
+start_upstream() {
+  KUBECONFIG=$kubeconfig \
+    WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$up_webhook WEBHOOK_CERT_DIR=$state/kruise-manager/certs \
+    setsid "$manager_bin" --enable-leader-election=false \
+    --metrics-addr=127.0.0.1:$up_metrics --health-probe-addr=127.0.0.1:$up_probe \
+    --enable-pprof=false --protection-log-path="$state/kruise-manager/protection" \
+    --rest-config-qps=$qps --rest-config-burst=$burst --cloneset-workers=$workers \
+    >>"$state/logs/kruise-manager.log" 2>&1 </dev/null &
+  started_pid=$!
+  started_pids+=("$started_pid")
+  wait_ready kruise-manager "$started_pid" "http://127.0.0.1:$up_probe/readyz"
+}
 
 run_upstream() {
   log "upstream: installing $upstream_dir/config/crd/bases, starting kruise-manager v1.9.0"
@@ -341,24 +393,14 @@ run_upstream() {
       | .webhooks |= map(select(.name == "vcloneset.kb.io"))' <<<"$webhooks" | kc create -f - >/dev/null
   rm -rf "$state/kruise-manager"
   mkdir -p "$state/kruise-manager/certs" "$state/kruise-manager/protection"
-  KUBECONFIG=$kubeconfig \
-    WEBHOOK_HOST=127.0.0.1 WEBHOOK_PORT=$up_webhook WEBHOOK_CERT_DIR=$state/kruise-manager/certs \
-    setsid "$manager_bin" --enable-leader-election=false \
-    --metrics-addr=127.0.0.1:$up_metrics --health-probe-addr=127.0.0.1:$up_probe \
-    --enable-pprof=false --protection-log-path="$state/kruise-manager/protection" \
-    --rest-config-qps=$qps --rest-config-burst=$burst --cloneset-workers=$workers \
-    >"$state/logs/kruise-manager.log" 2>&1 </dev/null &
-  local pid=$!
-  started_pids+=("$pid")
-  wait_ready kruise-manager "$pid" "http://127.0.0.1:$up_probe/readyz"
-  measure upstream "$pid" clonesets.v1beta1.apps.kruise.io "kruise-manager" "$(jq -n --argjson n "$pods" '{
+  : >"$state/logs/kruise-manager.log"
+  measure upstream start_upstream clonesets.v1beta1.apps.kruise.io "kruise-manager" "$(jq -n --argjson n "$pods" '{
     apiVersion: "apps.kruise.io/v1beta1", kind: "CloneSet", metadata: {name: "bench"},
     spec: {replicas: $n, selector: {matchLabels: {app: "bench"}},
       template: {metadata: {labels: {app: "bench"}}, spec: {containers: [{name: "main", image: "nginx:alpine"}]}},
       updateStrategy: {type: "RollingUpdate", rollingUpdate: {podUpdatePolicy: "InPlaceIfPossible", maxUnavailable: "20%"}}}}')"
   jq '. + {binary: "kruise-manager v1.9.0"}' "$out/compare-upstream.json" >"$out/compare-upstream.json.tmp"
   mv "$out/compare-upstream.json.tmp" "$out/compare-upstream.json"
-  stop_pid "$pid"
   kc delete mutatingwebhookconfiguration kruise-mutating-webhook-configuration --ignore-not-found >/dev/null
   kc delete validatingwebhookconfiguration kruise-validating-webhook-configuration --ignore-not-found >/dev/null
   kc delete -f "$upstream_dir/config/crd/bases/" --wait=true >/dev/null
@@ -397,6 +439,13 @@ jq -r '
     ($r | rows("scale")[]),
     (["in-place rollout of \($n)", ($r[] | "")]),
     ($r | rows("inplace")[]),
+    (["restart with \($n) Pods", ($r[] | "")]),
+    (["  ready (s)", ($r[] | .restart.ready_seconds | tostring)]),
+    (["  ready and idle (s)", ($r[] | .restart.idle_seconds | tostring)]),
+    (["  requests, Pod writes", ($r[] | "\(.restart.requests), \(.restart.pod_writes)")]),
+    (["  RSS (MiB)", ($r[] | .restart.rss_mib | tostring)]),
+    (["RSS idle, no Pods (MiB)", ($r[] | .idle_rss_mib | tostring)]),
+    (["bytes per cached Pod", ($r[] | .bytes_per_cached_pod | tostring)]),
     (["peak RSS (MiB)", ($r[] | .peak_rss_mib | tostring)]),
     (["RSS at the end (MiB)", ($r[] | .rss_at_end_mib | tostring)])
   | map(. + "                                                  ")
