@@ -1,5 +1,6 @@
-//! Advanced StatefulSet admission (spec 3): defaulting (mutating), validation and
-//! deletion protection, served on the shared webhook server.
+//! Advanced StatefulSet admission (spec 3): defaulting (mutating) and validation,
+//! served on the shared webhook server. Deletion protection (spec 3.11) is
+//! `protection-ctl`'s: it owns every DELETE of a protected object.
 //!
 //! One pair of routes serves both versions: the apiserver sends an object in the
 //! version its request used (`v1alpha1` or `v1beta1`), and the two have the same shape,
@@ -31,12 +32,6 @@ pub use validation::{FORBIDDEN_UPDATE, in_place_only_denied, validate, validate_
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1beta1-statefulset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1beta1-statefulset";
 
-/// Spec 3.11: deletion protection (gate `ResourcesDeletionProtection`), the same rules
-/// and messages as CloneSet's.
-pub fn deletion_denied(sts: &StatefulSet) -> Option<String> {
-    admission::deletion_denied_for(sts.labels(), sts.spec.replicas())
-}
-
 /// What validation answers for a CREATE or UPDATE: `None` to admit, or the response
 /// to deny with (422: the aggregated field errors, or upstream's plain `InPlaceOnly`
 /// message once the fields are valid).
@@ -57,10 +52,9 @@ pub enum Rejection {
     Message(String),
 }
 
-/// The webhook routes: defaulting, and validation with deletion protection when
-/// `deletion_protection` (gate `ResourcesDeletionProtection`). `template_defaults` is
-/// false under the `TemplateNoDefaults` gate.
-pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
+/// The webhook routes: defaulting and validation. `template_defaults` is false under the
+/// `TemplateNoDefaults` gate.
+pub fn routes(template_defaults: bool) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-statefulset",
@@ -73,17 +67,6 @@ pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> 
             let response = AdmissionResponse::from(&req);
             let (raw_new, raw_old) = json_objects(&req)?;
             match req.operation {
-                Operation::Delete => {
-                    let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
-                        return Ok(response);
-                    };
-                    let old: StatefulSet = serde_json::from_value(raw_old)
-                        .map_err(|e| HandlerError::Decode(format!("oldObject: {e}")))?;
-                    Ok(match deletion_denied(&old) {
-                        Some(message) => deny_forbidden(response, message),
-                        None => response,
-                    })
-                }
                 Operation::Create | Operation::Update => {
                     let Some(raw_new) = raw_new else {
                         return Ok(response);
@@ -101,7 +84,8 @@ pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> 
                         },
                     )
                 }
-                Operation::Connect => Ok(response),
+                // Not registered for DELETE (protection-ctl's) nor CONNECT.
+                Operation::Delete | Operation::Connect => Ok(response),
             }
         }),
     );
@@ -120,7 +104,7 @@ pub fn configurations(
         kind: "statefulset",
         plural: "statefulsets",
         versions: &["v1alpha1", "v1beta1"],
-        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
         mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
     }
     .configurations(watch_namespace)
