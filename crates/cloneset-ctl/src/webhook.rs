@@ -22,7 +22,7 @@ use kruise_api::intstr::{self, Rounding};
 use kruise_runtime::Cache;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, Operation, Route, config, defaulting, deny_forbidden,
+    AdmissionRequest, AdmissionResponse, Route, config, defaulting,
     deny_invalid, dynamic, json_objects, json_patch,
 };
 use kruise_workload::{admission, pod_defaults};

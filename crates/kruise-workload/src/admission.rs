@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use kruise_api::appspub::UpdatePriorityStrategy;
-use kruise_api::keys;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
 
 /// The errors of an update `priorityStrategy` found at `path` (e.g.

@@ -13,6 +13,7 @@
 //! scope is narrow (an objectSelector on the label, DELETE only), so an outage blocks only
 //! deletes of objects someone asked to protect.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -21,7 +22,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kruise_api::keys;
-use kruise_runtime::webhook::config::{rule, validating_configuration, validating_webhook};
+use kruise_runtime::webhook::config::{
+    WEBHOOK_SCOPE_LABEL, rule, validating_configuration, validating_webhook,
+};
 use kruise_runtime::webhook::{
     AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, deny_forbidden, dynamic,
     json_objects,
@@ -37,8 +40,13 @@ use crate::judgment::{self, Dependants, Guarded, Protection};
 pub const VALIDATE_PATH: &str = "/validate-delete-protection";
 /// `kruise-deletionprotection-validating`.
 pub const CONFIGURATION_BASE: &str = "kruise-deletionprotection";
-/// The webhook for the cluster-scoped kinds (Namespace, CRD).
-pub const CLUSTER_WEBHOOK: &str = "vdeletionprotection-cluster.kb.io";
+/// The webhook for Namespaces.
+pub const NAMESPACES_WEBHOOK: &str = "vdeletionprotection-namespace.kb.io";
+/// The webhook for CRDs.
+pub const CRDS_WEBHOOK: &str = "vdeletionprotection-crd.kb.io";
+/// The label that puts a namespace's own Namespace object in its scope (set by the
+/// apiserver on every Namespace).
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// The webhook for the namespaced kinds (workloads, Service, Ingress).
 pub const NAMESPACED_WEBHOOK: &str = "vdeletionprotection-namespaced.kb.io";
 
@@ -185,14 +193,18 @@ pub fn object_selector() -> LabelSelector {
 }
 
 /// The configuration, named for the scope: cluster-wide, or (for tests and namespaced
-/// installs) one namespace. Two webhooks on the one route: the cluster-scoped kinds
-/// (never limited to a namespace: a namespace-scoped instance still sees labelled
-/// Namespaces and CRDs, which the objectSelector keeps to the few someone labelled) and
-/// the namespaced ones (limited to the instance's namespace). DELETE only, no
-/// subresources; CRDs in `v1` only (`v1beta1` is no longer served since Kubernetes 1.22;
-/// `matchPolicy: Equivalent` would send it anyway); CloneSet and Advanced DaemonSet in
-/// their stored `v1alpha1` (a `v1beta1` request is converted first), Advanced
-/// StatefulSet in both versions (same shape, no conversion).
+/// installs) one namespace. Three webhooks on the one route, each with the objectSelector
+/// on the label, DELETE only, no subresources:
+/// - Namespaces; a namespace-scoped instance guards only its own Namespace (a
+///   namespaceSelector on a Namespace matches that Namespace's own labels);
+/// - CRDs in `v1` (`v1beta1` is no longer served since Kubernetes 1.22); a CRD has no
+///   namespace, so a namespace-scoped instance guards only the CRDs also labelled
+///   `apps.kruise.io/webhook-scope=<its namespace>`. Without these two limits every test
+///   instance would judge every labelled Namespace and CRD of the cluster, and one that
+///   has stopped (its configuration not yet removed) would fail their deletes;
+/// - the namespaced kinds, limited to the instance's namespace: CloneSet and Advanced
+///   DaemonSet in their stored `v1alpha1` (`matchPolicy: Equivalent` converts a `v1beta1`
+///   request first), Advanced StatefulSet in both versions (same shape, no conversion).
 pub fn configurations(
     watch_namespace: Option<&str>,
 ) -> (
@@ -204,20 +216,37 @@ pub fn configurations(
         object_selector: Some(object_selector()),
         ..webhook
     };
-    let cluster = selected(validating_webhook(
-        CLUSTER_WEBHOOK,
+    let namespaces = ValidatingWebhook {
+        namespace_selector: watch_namespace.map(|ns| LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                NAMESPACE_NAME_LABEL.to_string(),
+                ns.to_string(),
+            )])),
+            ..Default::default()
+        }),
+        ..selected(validating_webhook(
+            NAMESPACES_WEBHOOK,
+            VALIDATE_PATH,
+            vec![rule("", &["v1"], &["namespaces"], delete, "Cluster")],
+        ))
+    };
+    let mut crds = selected(validating_webhook(
+        CRDS_WEBHOOK,
         VALIDATE_PATH,
-        vec![
-            rule("", &["v1"], &["namespaces"], delete, "Cluster"),
-            rule(
-                "apiextensions.k8s.io",
-                &["v1"],
-                &["customresourcedefinitions"],
-                delete,
-                "Cluster",
-            ),
-        ],
+        vec![rule(
+            "apiextensions.k8s.io",
+            &["v1"],
+            &["customresourcedefinitions"],
+            delete,
+            "Cluster",
+        )],
     ));
+    if let (Some(ns), Some(selector)) = (watch_namespace, crds.object_selector.as_mut()) {
+        selector.match_labels = Some(BTreeMap::from([(
+            WEBHOOK_SCOPE_LABEL.to_string(),
+            ns.to_string(),
+        )]));
+    }
     let namespaced = selected(validating_webhook(
         NAMESPACED_WEBHOOK,
         VALIDATE_PATH,
@@ -257,7 +286,7 @@ pub fn configurations(
         vec![validating_configuration(
             CONFIGURATION_BASE,
             watch_namespace,
-            vec![cluster, namespaced],
+            vec![namespaces, crds, namespaced],
         )],
         Vec::new(),
     )
@@ -434,27 +463,35 @@ mod tests {
             Some("kruise-deletionprotection-validating-e2e-x")
         );
         let hooks = v[0].webhooks.as_ref().unwrap();
-        assert_eq!(hooks.len(), 2);
+        assert_eq!(hooks.len(), 3);
         for hook in hooks {
-            assert_eq!(hook.object_selector, Some(object_selector()));
+            let selector = hook.object_selector.as_ref().unwrap();
+            assert_eq!(selector.match_expressions, object_selector().match_expressions);
             for rule in hook.rules.as_ref().unwrap() {
                 assert_eq!(rule.operations, Some(vec!["DELETE".to_string()]));
-                assert!(
-                    rule.resources
-                        .as_ref()
-                        .unwrap()
-                        .iter()
-                        .all(|r| !r.contains('/'))
-                );
+                assert!(rule.resources.as_ref().unwrap().iter().all(|r| !r.contains('/')));
             }
         }
-        // The cluster-scoped kinds are not limited to the instance's namespace (a
-        // namespaceSelector would match only the Namespace object of that name); the
-        // namespaced ones are.
-        assert_eq!(hooks[0].name, CLUSTER_WEBHOOK);
-        assert!(hooks[0].namespace_selector.is_none());
-        assert_eq!(hooks[1].name, NAMESPACED_WEBHOOK);
-        assert!(hooks[1].namespace_selector.is_some());
-        assert_eq!(hooks[1].failure_policy.as_deref(), Some("Fail"));
+        // A scoped instance guards its own Namespace, the CRDs labelled with its scope,
+        // and the namespaced kinds of its namespace: nothing of other tests.
+        let own = |k: &str, v: &str| Some(BTreeMap::from([(k.to_string(), v.to_string())]));
+        assert_eq!(hooks[0].name, NAMESPACES_WEBHOOK);
+        assert_eq!(
+            hooks[0].namespace_selector.as_ref().unwrap().match_labels,
+            own(NAMESPACE_NAME_LABEL, "e2e-x")
+        );
+        assert_eq!(hooks[1].name, CRDS_WEBHOOK);
+        assert_eq!(
+            hooks[1].object_selector.as_ref().unwrap().match_labels,
+            own(WEBHOOK_SCOPE_LABEL, "e2e-x")
+        );
+        assert_eq!(hooks[2].name, NAMESPACED_WEBHOOK);
+        assert!(hooks[2].namespace_selector.is_some());
+        // Cluster-wide: every labelled Namespace and CRD.
+        let (v, _) = configurations(None);
+        let hooks = v[0].webhooks.as_ref().unwrap();
+        assert_eq!(hooks[0].namespace_selector, None);
+        assert_eq!(hooks[1].object_selector, Some(object_selector()));
+        assert_eq!(hooks[2].failure_policy.as_deref(), Some("Fail"));
     }
 }

@@ -12,14 +12,11 @@ mod validation;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid,
     dynamic, json_objects,
 };
-use kruise_workload::admission;
-use kube::ResourceExt;
 
 pub use defaults::with_defaults;
 pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};

@@ -16,14 +16,11 @@ mod validation;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid,
     dynamic, json_objects,
 };
-use kruise_workload::admission;
-use kube::ResourceExt;
 use serde_json::Value;
 
 pub use defaults::{defaults_patch, spec_defaults, with_defaults, with_defaults_for};

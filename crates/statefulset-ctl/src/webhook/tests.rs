@@ -1,3 +1,4 @@
+use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_api::keys;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
@@ -842,7 +843,6 @@ fn configurations_cover_both_versions() {
             &[
                 "CREATE".to_string(),
                 "UPDATE".to_string(),
-                "DELETE".to_string()
             ][..]
         )
     );
