@@ -22,8 +22,8 @@ use kruise_api::intstr::{self, Rounding};
 use kruise_runtime::Cache;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, Route, config, defaulting,
-    deny_invalid, dynamic, json_objects, json_patch,
+    AdmissionRequest, AdmissionResponse, Route, config, defaulting, deny_invalid, dynamic,
+    json_objects, json_patch,
 };
 use kruise_workload::{admission, pod_defaults};
 use kube::ResourceExt;

@@ -20,7 +20,9 @@ pub const CONTROLLER_NAME: &str = "deletionprotection-controller";
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
 
 /// Serves the webhook until shutdown. With the gate off (the default, as the seed asks)
-/// nothing is registered and the route allows every delete.
+/// the configurations are still registered (kustomize ships them: they need the CA
+/// bundle this fills in, or every labelled delete would fail the TLS handshake) and the
+/// route allows every delete.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let enabled = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
     if !enabled {
@@ -30,13 +32,7 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     }
     let routes = webhook::routes(runtime.client.clone(), enabled);
     runtime
-        .serve_webhooks(routes, |scope| {
-            if enabled {
-                webhook::configurations(scope)
-            } else {
-                (Vec::new(), Vec::new())
-            }
-        })
+        .serve_webhooks(routes, webhook::configurations)
         .await?;
     Ok(())
 }

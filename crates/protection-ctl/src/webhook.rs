@@ -466,10 +466,19 @@ mod tests {
         assert_eq!(hooks.len(), 3);
         for hook in hooks {
             let selector = hook.object_selector.as_ref().unwrap();
-            assert_eq!(selector.match_expressions, object_selector().match_expressions);
+            assert_eq!(
+                selector.match_expressions,
+                object_selector().match_expressions
+            );
             for rule in hook.rules.as_ref().unwrap() {
                 assert_eq!(rule.operations, Some(vec!["DELETE".to_string()]));
-                assert!(rule.resources.as_ref().unwrap().iter().all(|r| !r.contains('/')));
+                assert!(
+                    rule.resources
+                        .as_ref()
+                        .unwrap()
+                        .iter()
+                        .all(|r| !r.contains('/'))
+                );
             }
         }
         // A scoped instance guards its own Namespace, the CRDs labelled with its scope,

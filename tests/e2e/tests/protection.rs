@@ -17,8 +17,7 @@ use serde_json::json;
 const GATE_ON: &str = "ResourcesDeletionProtection=true";
 const ALWAYS: &str =
     "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always";
-const CASCADING: &str =
-    "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and ";
+const CASCADING: &str = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and ";
 
 async fn kubectl(args: &[&str]) -> (bool, String, String) {
     kubectl_async(args.iter().map(|a| a.to_string()).collect(), None).await
@@ -74,7 +73,10 @@ async fn refused(args: &[&str], message: &str) {
     get.extend_from_slice(args);
     get.extend(["-o", "jsonpath={.metadata.deletionTimestamp}"]);
     let (ok, out, err) = kubectl(&get).await;
-    assert!(ok && out.is_empty(), "{get:?} still there, not terminating: {out} {err}");
+    assert!(
+        ok && out.is_empty(),
+        "{get:?} still there, not terminating: {out} {err}"
+    );
 }
 
 async fn deleted(args: &[&str]) {
@@ -231,7 +233,8 @@ async fn crd_cascading_counts_its_custom_resources() {
         kind: "ProtWidget".into(),
         plural: "protwidgets".into(),
     };
-    let widgets: Api<DynamicObject> = Api::namespaced_with(home.client.clone(), &home.name, &resource);
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(home.client.clone(), &home.name, &resource);
     let widget: DynamicObject = serde_json::from_value(json!({
         "apiVersion": format!("{group}/v2"), "kind": "ProtWidget",
         "metadata": {"name": "w1"},
@@ -249,18 +252,29 @@ async fn crd_cascading_counts_its_custom_resources() {
     match crds.delete(&name, &DeleteParams::default()).await {
         Err(kube::Error::Api(e)) => {
             assert_eq!(e.code, 403, "{e:?}");
-            assert!(e.message.contains(&format!("{CASCADING}active CRs 1>0")), "{e:?}");
+            assert!(
+                e.message.contains(&format!("{CASCADING}active CRs 1>0")),
+                "{e:?}"
+            );
         }
         other => panic!("the delete must be refused with 403: {other:?}"),
     }
     // Nothing was lost.
     assert!(widgets.get_opt("w1").await.unwrap().is_some());
     assert!(
-        crds.get(&name).await.unwrap().metadata.deletion_timestamp.is_none(),
+        crds.get(&name)
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none(),
         "the CRD is not terminating"
     );
 
-    widgets.delete("w1", &DeleteParams::default()).await.unwrap();
+    widgets
+        .delete("w1", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_for("the CR gone", Duration::from_secs(30), || async {
         match widgets.get_opt("w1").await {
             Ok(None) => Ok(()),
@@ -409,9 +423,13 @@ async fn services_ingresses_and_terminating_objects() {
     let ns = TestNamespace::new("prot-svc").await;
     let _ctl = protection(&ns).await;
 
-    ns.apply(&service_yaml("svc-always", "Always")).await.unwrap();
+    ns.apply(&service_yaml("svc-always", "Always"))
+        .await
+        .unwrap();
     refused(&["service/svc-always", "-n", &ns.name], ALWAYS).await;
-    ns.apply(&service_yaml("svc-casc", "Cascading")).await.unwrap();
+    ns.apply(&service_yaml("svc-casc", "Cascading"))
+        .await
+        .unwrap();
     deleted(&["service/svc-casc", "-n", &ns.name]).await;
 
     let ingress = |name: &str, protection: &str| {
@@ -421,7 +439,11 @@ async fn services_ingresses_and_terminating_objects() {
         )
     };
     ns.apply(&ingress("ing-always", "Always")).await.unwrap();
-    refused(&["ingresses.networking.k8s.io/ing-always", "-n", &ns.name], ALWAYS).await;
+    refused(
+        &["ingresses.networking.k8s.io/ing-always", "-n", &ns.name],
+        ALWAYS,
+    )
+    .await;
     ns.apply(&ingress("ing-casc", "Cascading")).await.unwrap();
     deleted(&["ingresses.networking.k8s.io/ing-casc", "-n", &ns.name]).await;
 

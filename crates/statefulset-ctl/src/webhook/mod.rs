@@ -18,8 +18,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid,
-    dynamic, json_objects,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
+    json_objects,
 };
 use serde_json::Value;
 

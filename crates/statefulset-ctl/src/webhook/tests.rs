@@ -839,12 +839,7 @@ fn configurations_cover_both_versions() {
     );
     assert_eq!(
         rule.operations.as_deref(),
-        Some(
-            &[
-                "CREATE".to_string(),
-                "UPDATE".to_string(),
-            ][..]
-        )
+        Some(&["CREATE".to_string(), "UPDATE".to_string(),][..])
     );
     let mw = &m[0].webhooks.as_ref().unwrap()[0];
     assert_eq!(mw.name, "mstatefulset.kb.io");
