@@ -1235,7 +1235,7 @@ async fn rejected(ns: &TestNamespace, name: &str, spec: &str, expected: &[&str])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_rejects_what_needs_parallel_or_the_readiness_gate_and_protects_deletion() {
+async fn admission_rejects_what_needs_parallel_or_the_readiness_gate() {
     let ns = TestNamespace::new("asts-admission").await;
     let _ctl = controller(&ns).await;
     rejected(
