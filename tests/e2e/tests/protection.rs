@@ -197,7 +197,7 @@ async fn namespace_cascading() {
 }
 
 // P3: a CRD labelled Cascading is refused while one of its CRs exists (in any namespace),
-// allowed once there is none.
+// allowed once there is none; labelled Always, refused without CRs too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_cascading_counts_its_custom_resources() {
     let home = TestNamespace::new("prot-crd").await;
@@ -282,6 +282,11 @@ async fn crd_cascading_counts_its_custom_resources() {
         }
     })
     .await;
+    // Always: refused even without CRs.
+    let crd_object = format!("customresourcedefinitions.apiextensions.k8s.io/{name}");
+    label(&[&crd_object], Some("Always")).await;
+    refused(&[&crd_object], ALWAYS).await;
+    label(&[&crd_object], Some("Cascading")).await;
     crds.delete(&name, &DeleteParams::default())
         .await
         .expect("a Cascading CRD without CRs may go");
