@@ -70,7 +70,6 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(
         ctx.pods.clone(),
-        runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION),
         !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
     );
     let (r, clonesets, pods) = (&ctx.reconciler, &ctx.clonesets, &ctx.pods);

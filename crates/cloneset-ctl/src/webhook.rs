@@ -22,8 +22,8 @@ use kruise_api::intstr::{self, Rounding};
 use kruise_runtime::Cache;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, Operation, Route, config, defaulting, deny_forbidden,
-    deny_invalid, dynamic, json_objects, json_patch,
+    AdmissionRequest, AdmissionResponse, Route, config, defaulting, deny_invalid, dynamic,
+    json_objects, json_patch,
 };
 use kruise_workload::{admission, pod_defaults};
 use kube::ResourceExt;
@@ -430,15 +430,11 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Spec 3.12: deletion protection (gate `ResourcesDeletionProtection`).
-pub fn deletion_denied(cs: &CloneSet) -> Option<String> {
-    admission::deletion_denied_for(cs.labels(), cs.spec.replicas.unwrap_or(1))
-}
-
 // ---------------------------------------------------------------- routes
 
-/// The webhook routes served by `cloneset-ctl`.
-pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
+/// The webhook routes served by `cloneset-ctl`. Deletion protection (spec 3.12) is not
+/// here: `protection-ctl` owns every DELETE of a protected object, CloneSets included.
+pub fn routes(pods: Cache<Pod>, template_defaults: bool) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-cloneset",
@@ -453,15 +449,6 @@ pub fn routes(pods: Cache<Pod>, deletion_protection: bool, template_defaults: bo
                 let (raw_new, raw_old) = json_objects(&req)?;
                 let typed_req: AdmissionRequest<CloneSet> = kruise_runtime::webhook::decode(req)?;
                 let response = AdmissionResponse::from(&typed_req);
-                if typed_req.operation == Operation::Delete {
-                    if deletion_protection
-                        && let Some(old) = &typed_req.old_object
-                        && let Some(message) = deletion_denied(old)
-                    {
-                        return Ok(deny_forbidden(response, message));
-                    }
-                    return Ok(response);
-                }
                 let (Some(cs), Some(raw_new)) = (&typed_req.object, &raw_new) else {
                     return Ok(response);
                 };
@@ -504,7 +491,7 @@ pub fn configurations(
         kind: "cloneset",
         plural: "clonesets",
         versions: &["v1alpha1"],
-        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
         mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
     }
     .configurations(watch_namespace)
@@ -887,31 +874,6 @@ mod tests {
             "{errs:?}"
         );
         assert!(errs.iter().any(|e| e.contains("duplicated")), "{errs:?}");
-    }
-
-    #[test]
-    fn deletion_protection() {
-        let mut cs: CloneSet = serde_json::from_value(with_defaults(&object(base_spec()))).unwrap();
-        assert_eq!(deletion_denied(&cs), None);
-        cs.metadata.labels =
-            Some([(keys::DELETION_PROTECTION.to_string(), "Always".to_string())].into());
-        assert_eq!(
-            deletion_denied(&cs).unwrap(),
-            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
-        );
-        cs.metadata.labels = Some(
-            [(
-                keys::DELETION_PROTECTION.to_string(),
-                "Cascading".to_string(),
-            )]
-            .into(),
-        );
-        assert_eq!(
-            deletion_denied(&cs).unwrap(),
-            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 1>0"
-        );
-        cs.spec.replicas = Some(0);
-        assert_eq!(deletion_denied(&cs), None);
     }
 
     #[test]

@@ -192,7 +192,7 @@ fn node_trigger(
 /// labels or taints change.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
-    let routes = webhook::routes(runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION));
+    let routes = webhook::routes();
     let controller = |workers| {
         let ctx = ctx.clone();
         async move {

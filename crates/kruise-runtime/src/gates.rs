@@ -10,7 +10,8 @@ macro_rules! gates {
     ($($konst:ident = $name:literal => $default:literal,)*) => {
         $(#[doc = concat!("`", $name, "` (default ", stringify!($default), ").")]
         pub const $konst: &str = $name;)*
-        /// Every gate with its default, as upstream OpenKruise defines them.
+        /// Every gate with its default, as upstream OpenKruise defines them (but where a
+        /// seed says otherwise: `ResourcesDeletionProtection`).
         pub const DEFAULTS: &[(&str, bool)] = &[$(($name, $default),)*];
     };
 }
@@ -23,7 +24,9 @@ gates! {
     KRUISE_POD_READINESS_GATE = "KruisePodReadinessGate" => false,
     PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE = "PreDownloadImageForInPlaceUpdate" => false,
     CLONESET_PARTITION_ROLLBACK = "CloneSetPartitionRollback" => false,
-    RESOURCES_DELETION_PROTECTION = "ResourcesDeletionProtection" => true,
+    // Off here, on upstream: the seed (OpenKruise 0.9.0's release notes) says the gate
+    // must be turned on explicitly at install (spec pod-safety §2).
+    RESOURCES_DELETION_PROTECTION = "ResourcesDeletionProtection" => false,
     WORKLOAD_SPREAD = "WorkloadSpread" => true,
     POD_UNAVAILABLE_BUDGET_DELETE_GATE = "PodUnavailableBudgetDeleteGate" => true,
     POD_UNAVAILABLE_BUDGET_UPDATE_GATE = "PodUnavailableBudgetUpdateGate" => false,
@@ -170,7 +173,7 @@ mod tests {
     fn defaults_are_upstreams() {
         let g = FeatureGates::default();
         assert!(g.enabled(POD_WEBHOOK));
-        assert!(g.enabled(RESOURCES_DELETION_PROTECTION));
+        assert!(!g.enabled(RESOURCES_DELETION_PROTECTION));
         assert!(g.enabled(IN_PLACE_UPDATE_ENV_FROM_METADATA));
         assert!(!g.enabled(CLONESET_SHORT_HASH));
         assert!(!g.enabled(CLONESET_PARTITION_ROLLBACK));

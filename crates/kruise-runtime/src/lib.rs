@@ -303,6 +303,34 @@ impl Runtime {
         Ok(())
     }
 
+    /// `run()` of a webhook-only binary (no controller, so no Lease: every replica
+    /// answers alike): serves `routes`, registers `configurations(scope)` as
+    /// [`Runtime::serve_with_webhooks`] does, waits for shutdown and then, for a
+    /// namespace-scoped instance, removes the configurations again.
+    pub async fn serve_webhooks(
+        &self,
+        routes: Vec<webhook::Route>,
+        configurations: impl FnOnce(
+            Option<&str>,
+        ) -> (
+            Vec<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>,
+            Vec<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>,
+        ),
+    ) -> Result<(), Error> {
+        let server = WebhookServer::start(self, routes).await?;
+        let scope = self.settings.watch_namespace.as_deref();
+        let (validating, mutating) = configurations(scope);
+        let registered = server.register_if_configured(validating, mutating).await?;
+        if scope.is_none() {
+            server.register_conversions().await?;
+        }
+        self.shutdown.cancelled().await;
+        if registered && scope.is_some() {
+            server.unregister().await;
+        }
+        Ok(())
+    }
+
     /// Runs `controller()` while this replica leads, until shutdown.
     pub async fn run_while_leader<F, Fut>(&self, controller: F) -> Result<(), Error>
     where

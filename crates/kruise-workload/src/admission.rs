@@ -1,29 +1,11 @@
 //! What the workload admission webhooks (CloneSet, Advanced StatefulSet, Advanced
-//! DaemonSet, the job kinds) share: deletion protection, `priorityStrategy` validation,
-//! object-name syntax, selectors, job Pod templates.
+//! DaemonSet, the job kinds) share: `priorityStrategy` validation, object-name syntax,
+//! selectors, job Pod templates. (Deletion protection is `protection-ctl`'s.)
 
 use std::collections::BTreeMap;
 
 use kruise_api::appspub::UpdatePriorityStrategy;
-use kruise_api::keys;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
-
-/// Deletion protection (gate `ResourcesDeletionProtection`) of a workload with `labels`
-/// and `replicas`: `policy.kruise.io/delete-protection=Always` always refuses,
-/// `Cascading` while `replicas > 0`. The message to answer with (HTTP 403), if refused.
-pub fn deletion_denied_for(labels: &BTreeMap<String, String>, replicas: i32) -> Option<String> {
-    let label = labels.get(keys::DELETION_PROTECTION)?;
-    match label.as_str() {
-        keys::DELETION_PROTECTION_ALWAYS => Some(keys::DELETION_PROTECTION_MSG_ALWAYS.to_string()),
-        keys::DELETION_PROTECTION_CASCADING => (replicas > 0).then(|| {
-            format!(
-                "{}replicas {replicas}>0",
-                keys::DELETION_PROTECTION_MSG_CASCADING_PREFIX
-            )
-        }),
-        _ => None,
-    }
-}
 
 /// The errors of an update `priorityStrategy` found at `path` (e.g.
 /// `spec.updateStrategy.priorityStrategy`): weight and order terms are exclusive,
@@ -254,25 +236,6 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
     use kruise_api::appspub::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};
-
-    fn labels(value: &str) -> BTreeMap<String, String> {
-        BTreeMap::from([(keys::DELETION_PROTECTION.to_string(), value.to_string())])
-    }
-
-    #[test]
-    fn deletion_protection_always_and_cascading() {
-        assert_eq!(deletion_denied_for(&BTreeMap::new(), 3), None);
-        assert_eq!(
-            deletion_denied_for(&labels("Always"), 0).unwrap(),
-            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
-        );
-        assert_eq!(
-            deletion_denied_for(&labels("Cascading"), 2).unwrap(),
-            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 2>0"
-        );
-        assert_eq!(deletion_denied_for(&labels("Cascading"), 0), None);
-        assert_eq!(deletion_denied_for(&labels("Sometimes"), 5), None);
-    }
 
     #[test]
     fn priority_strategy_rules() {

@@ -86,10 +86,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 /// the lease holder reconciles, a StatefulSet whenever it or one of its Pods changes.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
-    let routes = webhook::routes(
-        runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION),
-        !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
-    );
+    let routes = webhook::routes(!runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS));
     let (r, sets, pods) = (&ctx.reconciler, &ctx.sets, &ctx.pods);
     let controller =
         |workers| r.run_controller(sets, pods, workers, ctx.clone(), reconcile::reconcile);

@@ -989,47 +989,6 @@ async fn admission_rejects_invalid_clonesets_naming_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deletion_protection_blocks_delete() {
-    let ns = TestNamespace::new("cs-protect").await;
-    let _ctl = controller(&ns).await;
-    let yaml = cloneset_yaml("cs-demo", 1, "").replace(
-        "  name: cs-demo\n",
-        "  name: cs-demo\n  labels:\n    policy.kruise.io/delete-protection: Always\n",
-    );
-    ns.apply(&yaml).await.unwrap();
-    let api = ns.api::<CloneSet>();
-    let err = api
-        .delete("cs-demo", &DeleteParams::default())
-        .await
-        .expect_err("Always protects");
-    assert!(
-        err.to_string().contains(
-            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
-        ),
-        "{err}"
-    );
-    patch_cs(
-        &ns,
-        "cs-demo",
-        json!({"metadata": {"labels": {"policy.kruise.io/delete-protection": "Cascading"}}}),
-    )
-    .await;
-    let err = api
-        .delete("cs-demo", &DeleteParams::default())
-        .await
-        .expect_err("Cascading with replicas");
-    assert!(
-        err.to_string()
-            .contains("delete-protection=Cascading and replicas 1>0"),
-        "{err}"
-    );
-    patch_cs(&ns, "cs-demo", json!({"spec": {"replicas": 0}})).await;
-    api.delete("cs-demo", &DeleteParams::default())
-        .await
-        .expect("Cascading with 0 replicas may go");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_surge_creates_extra_pods_before_deleting_old_ones() {
     let ns = TestNamespace::new("cs-surge").await;
     let _ctl = controller(&ns).await;

@@ -385,6 +385,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             daemonset_ctl::webhook::configurations(None),
             "daemonset-webhook",
         ),
+        (
+            "protection",
+            protection_ctl::webhook::configurations(None),
+            "deletionprotection-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -394,6 +399,9 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
         check_webhooks(&render(&format!("overlays/{overlay}")), code, service);
     }
 }
+
+/// The Deployments of webhook-only binaries (no controller, so no Lease).
+const WEBHOOK_ONLY: &[&str] = &["deletionprotection-controller"];
 
 /// What the issue asks of each controller's Deployment and its companions.
 fn check_deployment(overlay: &str, docs: &[Value], deployment: &Value) {
@@ -408,8 +416,11 @@ fn check_deployment(overlay: &str, docs: &[Value], deployment: &Value) {
     assert_eq!(containers.len(), 1, "{what}");
     let c = &containers[0];
 
-    // Leader election on; the webhook CA shared through a Secret of the overlay.
-    assert_eq!(env_value(c, "KRUISE_LEADER_ELECT"), Some("true"), "{what}");
+    // Leader election on (but for a webhook-only binary: no controller, no Lease); the
+    // webhook CA shared through a Secret of the overlay.
+    if !WEBHOOK_ONLY.contains(&name) {
+        assert_eq!(env_value(c, "KRUISE_LEADER_ELECT"), Some("true"), "{what}");
+    }
     let admin_port: u16 = env_value(c, "KRUISE_ADMIN_ADDR")
         .and_then(|a| a.rsplit(':').next())
         .and_then(|p| p.parse().ok())
@@ -1043,6 +1054,38 @@ const DAEMONSET_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+/// protection-ctl lists (metadata only) to count a Cascading Namespace's Pods and a CRD's
+/// custom resources, whatever their group: `list` on every resource, nothing else but
+/// its webhook configuration and CA Secret.
+const PROTECTION_CHECKS: &str = "
+    yes list   pods                                                    *
+    yes list   clonesets.apps.kruise.io                                *
+    yes list   protwidgets.any.example.com                             *
+    yes get    secrets/deletionprotection-webhook-ca                   kruise-system
+    yes update secrets/deletionprotection-webhook-ca                   kruise-system
+    yes create validatingwebhookconfigurations/kruise-deletionprotection-validating *
+    yes patch  validatingwebhookconfigurations/kruise-deletionprotection-validating *
+    # List only: no get, no watch (no caches), no writes of anything it judges.
+    no  get    pods                                                    default
+    no  watch  pods                                                    *
+    no  get    secrets                                                 default
+    no  watch  secrets                                                 *
+    no  get    protwidgets.any.example.com                             default
+    no  delete pods                                                    default
+    no  delete namespaces                                              *
+    no  delete customresourcedefinitions.apiextensions.k8s.io          *
+    no  update deployments.apps                                        default
+    no  patch  clonesets.apps.kruise.io                                default
+    no  create events.events.k8s.io                                    default
+    # No Lease (webhook-only), no other webhook configuration.
+    no  create leases.coordination.k8s.io                              kruise-system
+    no  update secrets/cloneset-webhook-ca                             kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  create mutatingwebhookconfigurations                           *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     let client = kruise_e2e::client().await;
@@ -1058,6 +1101,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("broadcastjob-ctl", BROADCASTJOB_CHECKS),
         ("cronjob-ctl", CRONJOB_CHECKS),
         ("daemonset-ctl", DAEMONSET_CHECKS),
+        ("protection-ctl", PROTECTION_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -2823,4 +2867,139 @@ spec:
         .expect_err("a 4-field schedule is refused");
     assert!(err.contains("expected exactly 5 fields"), "{err}");
     run.finish(cronjob_ctl::CONTROLLER_NAME).await;
+}
+
+/// protection-ctl on its overlay's RBAC alone (gate on, as overlays/protection ships it),
+/// scoped to a namespace: it registers its webhook with the token, and its counts (the
+/// namespace's Pods, a CRD's custom resources) work with only `list`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DeleteParams, DynamicObject};
+    let bin = "protection-ctl";
+    let ns = TestNamespace::new("deploy-prot").await;
+    apply_rbac().await;
+    let docs = render("overlays/protection");
+    let deployment = deployment_of(&docs, bin);
+    let sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        env_value(
+            &deployment["spec"]["template"]["spec"]["containers"][0],
+            "KRUISE_FEATURE_GATES"
+        ),
+        Some("ResourcesDeletionProtection=true")
+    );
+    let scratch = Scratch::new(&ns.name);
+    let grant = ScopedGrant::new(&docs, sa, &ns.name).await;
+    let kubeconfig = token_kubeconfig(sa, &scratch.0).await;
+    let ctl = Process::start(&docs, bin, &ns.name, &kubeconfig, &scratch.0, None).await;
+
+    // A running Pod; the namespace labelled Cascading: `kubectl delete ns` is refused
+    // (once the apiserver calls the webhook).
+    ns.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: nginx:alpine\n",
+    )
+    .await
+    .unwrap();
+    wait_for("the Pod running", MINUTE, || async {
+        let pod = ns.api::<Pod>().get("p").await.map_err(|e| e.to_string())?;
+        match pod.status.and_then(|s| s.phase).as_deref() {
+            Some("Running") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let label = |object: Vec<String>, value: &str| {
+        let mut a = vec!["label".to_string(), "--overwrite".to_string()];
+        a.extend(object);
+        a.push(format!("policy.kruise.io/delete-protection{value}"));
+        async move {
+            let (ok, _, err) = kubectl_async(a, None).await;
+            assert!(ok, "{err}");
+        }
+    };
+    label(args(&["namespace", &ns.name]), "=Cascading").await;
+    let refused = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active pods 1>0";
+    wait_for("the namespace delete refused", MINUTE, || async {
+        let (ok, _, err) = kubectl_async(
+            args(&["delete", "namespace", &ns.name, "--dry-run=server"]),
+            None,
+        )
+        .await;
+        if !ok && err.contains(refused) {
+            Ok(())
+        } else {
+            Err(format!("{ok} {err}"))
+        }
+    })
+    .await;
+
+    // A CRD of the instance's scope, labelled Cascading, with one CR.
+    let group = format!("{}.e2e.kruise.io", ns.name);
+    let name = format!("protwidgets.{group}");
+    let crds: Api<CustomResourceDefinition> = Api::all(ns.client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "labels": {
+            "policy.kruise.io/delete-protection": "Cascading",
+            kruise_api::keys::WEBHOOK_SCOPE: ns.name,
+        }},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "protwidgets", "kind": "ProtWidget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let resource = ApiResource {
+        group: group.clone(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: "ProtWidget".into(),
+        plural: "protwidgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::namespaced_with(ns.client.clone(), &ns.name, &resource);
+    let widget: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": format!("{group}/v1"), "kind": "ProtWidget", "metadata": {"name": "w"}}),
+    )
+    .unwrap();
+    wait_for("the CRD served", MINUTE, || async {
+        widgets
+            .create(&PostParams::default(), &widget)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    match crds.delete(&name, &DeleteParams::default()).await {
+        Err(kube::Error::Api(e)) => {
+            assert_eq!(e.code, 403, "{e:?}");
+            assert!(e.message.contains("active CRs 1>0"), "{e:?}");
+        }
+        other => panic!("the CRD delete must be refused: {other:?}"),
+    }
+    widgets.delete("w", &DeleteParams::default()).await.unwrap();
+    wait_for("the CR gone", MINUTE, || async {
+        match widgets.get_opt("w").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    crds.delete(&name, &DeleteParams::default())
+        .await
+        .expect("without CRs the CRD may go");
+    label(args(&["namespace", &ns.name]), "-").await;
+
+    // Nothing it asked for was refused; SIGTERM stops it cleanly.
+    let metrics = ctl.metrics().await;
+    let forbidden: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("kruise_api_requests_total") && l.contains("code=\"403\""))
+        .collect();
+    assert!(forbidden.is_empty(), "forbidden requests: {forbidden:?}");
+    assert!(ctl.stop().await.success(), "clean exit on SIGTERM");
+    drop(grant);
 }

@@ -1235,7 +1235,7 @@ async fn rejected(ns: &TestNamespace, name: &str, spec: &str, expected: &[&str])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn admission_rejects_what_needs_parallel_or_the_readiness_gate_and_protects_deletion() {
+async fn admission_rejects_what_needs_parallel_or_the_readiness_gate() {
     let ns = TestNamespace::new("asts-admission").await;
     let _ctl = controller(&ns).await;
     rejected(
@@ -1290,49 +1290,7 @@ async fn admission_rejects_what_needs_parallel_or_the_readiness_gate_and_protect
     ))
     .await
     .expect("InPlaceIfPossible with the readiness gate");
-
-    // Deletion protection (seed 004).
-    ns.apply(&sts_yaml(
-        "prot",
-        2,
-        &Extra {
-            metadata: "labels:\n  policy.kruise.io/delete-protection: Cascading\n",
-            spec: "podManagementPolicy: Parallel\n",
-            ..Default::default()
-        },
-    ))
-    .await
-    .unwrap();
-    let denied = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 2>0";
-    for resource in ["asts/prot", "statefulsets.v1alpha1.apps.kruise.io/prot"] {
-        let (ok, _, err) = kubectl(&["delete", resource, "-n", &ns.name]).await;
-        assert!(
-            !ok,
-            "{resource}: Cascading with replicas 2 must block the delete"
-        );
-        assert!(err.contains(denied), "{resource}: {err}");
-    }
-    match ns
-        .api::<StatefulSet>()
-        .delete("prot", &DeleteParams::default())
-        .await
-    {
-        Err(kube::Error::Api(e)) => {
-            assert_eq!(e.code, 403, "{e:?}");
-            assert!(e.message.contains(denied), "{e:?}");
-        }
-        other => panic!("the delete must be refused with 403: {other:?}"),
-    }
-    assert!(
-        ns.api::<StatefulSet>()
-            .get_opt("prot")
-            .await
-            .unwrap()
-            .is_some()
-    );
-    patch_sts(&ns, "prot", json!({"spec": {"replicas": 0}})).await;
-    let (ok, _, err) = kubectl(&["delete", "asts/prot", "-n", &ns.name, "--wait=false"]).await;
-    assert!(ok, "Cascading with 0 replicas may go: {err}");
+    // Deletion protection (seed 004) is protection-ctl's: tests/e2e/tests/protection.rs.
 }
 
 // Spec 4.1.3 and 7 (retention).

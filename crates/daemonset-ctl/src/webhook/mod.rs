@@ -1,5 +1,6 @@
-//! Advanced DaemonSet admission (spec 3): defaulting (mutating), validation and
-//! deletion protection, served on the shared webhook server.
+//! Advanced DaemonSet admission (spec 3): defaulting (mutating) and validation, served
+//! on the shared webhook server. Deletion protection is `protection-ctl`'s: it owns
+//! every DELETE of a protected object.
 //!
 //! Both webhooks use `failurePolicy: Fail`: they only see DaemonSet objects
 //! (`apps.kruise.io`), so an outage blocks DaemonSet changes (which the controller could
@@ -11,14 +12,11 @@ mod validation;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
-    dynamic, json_objects,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
+    json_objects,
 };
-use kruise_workload::admission;
-use kube::ResourceExt;
 
 pub use defaults::with_defaults;
 pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};
@@ -28,16 +26,8 @@ pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-daemonset";
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
 pub const CONVERT_PATH: &str = "/convert-daemonset";
 
-/// Deletion protection (gate `ResourcesDeletionProtection`): the workload rules, with
-/// the Pods it runs as its replicas.
-pub fn deletion_denied(ds: &DaemonSet) -> Option<String> {
-    let replicas = ds.status.as_ref().map_or(0, |s| s.current_number_scheduled);
-    admission::deletion_denied_for(ds.labels(), replicas)
-}
-
-/// The webhook routes: defaulting, validation with deletion protection when
-/// `deletion_protection` (gate `ResourcesDeletionProtection`), and v1beta1 conversion.
-pub fn routes(deletion_protection: bool) -> Vec<Route> {
+/// The webhook routes: defaulting, validation and v1beta1 conversion.
+pub fn routes() -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-daemonset",
@@ -50,17 +40,6 @@ pub fn routes(deletion_protection: bool) -> Vec<Route> {
             let response = AdmissionResponse::from(&req);
             let (raw_new, raw_old) = json_objects(&req)?;
             match req.operation {
-                Operation::Delete => {
-                    let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
-                        return Ok(response);
-                    };
-                    let old: DaemonSet = serde_json::from_value(raw_old)
-                        .map_err(|e| HandlerError::Decode(format!("oldObject: {e}")))?;
-                    Ok(match deletion_denied(&old) {
-                        Some(message) => deny_forbidden(response, message),
-                        None => response,
-                    })
-                }
                 Operation::Create | Operation::Update => {
                     let Some(raw_new) = raw_new else {
                         return Ok(response);
@@ -74,7 +53,8 @@ pub fn routes(deletion_protection: bool) -> Vec<Route> {
                         deny_invalid(response, &errors)
                     })
                 }
-                Operation::Connect => Ok(response),
+                // Not registered for DELETE (protection-ctl's) nor CONNECT.
+                Operation::Delete | Operation::Connect => Ok(response),
             }
         }),
     );
@@ -103,7 +83,7 @@ pub fn configurations(
         kind: "daemonset",
         plural: "daemonsets",
         versions: &["v1alpha1"],
-        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
         mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
     }
     .configurations(watch_namespace)

@@ -1,5 +1,6 @@
-//! Advanced StatefulSet admission (spec 3): defaulting (mutating), validation and
-//! deletion protection, served on the shared webhook server.
+//! Advanced StatefulSet admission (spec 3): defaulting (mutating) and validation,
+//! served on the shared webhook server. Deletion protection (spec 3.11) is
+//! `protection-ctl`'s: it owns every DELETE of a protected object.
 //!
 //! One pair of routes serves both versions: the apiserver sends an object in the
 //! version its request used (`v1alpha1` or `v1beta1`), and the two have the same shape,
@@ -15,14 +16,11 @@ mod validation;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_runtime::webhook::config;
 use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_forbidden, deny_invalid,
-    dynamic, json_objects,
+    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
+    json_objects,
 };
-use kruise_workload::admission;
-use kube::ResourceExt;
 use serde_json::Value;
 
 pub use defaults::{defaults_patch, spec_defaults, with_defaults, with_defaults_for};
@@ -30,12 +28,6 @@ pub use validation::{FORBIDDEN_UPDATE, in_place_only_denied, validate, validate_
 
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1beta1-statefulset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1beta1-statefulset";
-
-/// Spec 3.11: deletion protection (gate `ResourcesDeletionProtection`), the same rules
-/// and messages as CloneSet's.
-pub fn deletion_denied(sts: &StatefulSet) -> Option<String> {
-    admission::deletion_denied_for(sts.labels(), sts.spec.replicas())
-}
 
 /// What validation answers for a CREATE or UPDATE: `None` to admit, or the response
 /// to deny with (422: the aggregated field errors, or upstream's plain `InPlaceOnly`
@@ -57,10 +49,9 @@ pub enum Rejection {
     Message(String),
 }
 
-/// The webhook routes: defaulting, and validation with deletion protection when
-/// `deletion_protection` (gate `ResourcesDeletionProtection`). `template_defaults` is
-/// false under the `TemplateNoDefaults` gate.
-pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> {
+/// The webhook routes: defaulting and validation. `template_defaults` is false under the
+/// `TemplateNoDefaults` gate.
+pub fn routes(template_defaults: bool) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-statefulset",
@@ -73,17 +64,6 @@ pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> 
             let response = AdmissionResponse::from(&req);
             let (raw_new, raw_old) = json_objects(&req)?;
             match req.operation {
-                Operation::Delete => {
-                    let Some(raw_old) = raw_old.filter(|_| deletion_protection) else {
-                        return Ok(response);
-                    };
-                    let old: StatefulSet = serde_json::from_value(raw_old)
-                        .map_err(|e| HandlerError::Decode(format!("oldObject: {e}")))?;
-                    Ok(match deletion_denied(&old) {
-                        Some(message) => deny_forbidden(response, message),
-                        None => response,
-                    })
-                }
                 Operation::Create | Operation::Update => {
                     let Some(raw_new) = raw_new else {
                         return Ok(response);
@@ -101,7 +81,8 @@ pub fn routes(deletion_protection: bool, template_defaults: bool) -> Vec<Route> 
                         },
                     )
                 }
-                Operation::Connect => Ok(response),
+                // Not registered for DELETE (protection-ctl's) nor CONNECT.
+                Operation::Delete | Operation::Connect => Ok(response),
             }
         }),
     );
@@ -120,7 +101,7 @@ pub fn configurations(
         kind: "statefulset",
         plural: "statefulsets",
         versions: &["v1alpha1", "v1beta1"],
-        validate: (VALIDATE_PATH, &["CREATE", "UPDATE", "DELETE"]),
+        validate: (VALIDATE_PATH, &["CREATE", "UPDATE"]),
         mutate: (MUTATE_PATH, &["CREATE", "UPDATE"]),
     }
     .configurations(watch_namespace)

@@ -1,3 +1,4 @@
+use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_api::keys;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
@@ -689,28 +690,6 @@ fn in_place_only_updates_may_only_replace_images() {
     assert_eq!(check_update(relaxed, env), None);
 }
 
-// ------------------------------------------------------------------ deletion
-
-#[test]
-fn deletion_protection() {
-    // Scenario 14.
-    let mut sts: StatefulSet =
-        serde_json::from_value(with_defaults(&object(parallel_spec()))).unwrap();
-    assert_eq!(deletion_denied(&sts), None);
-    sts.metadata.labels = Some([(keys::DELETION_PROTECTION.into(), "Always".into())].into());
-    assert_eq!(
-        deletion_denied(&sts).unwrap(),
-        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
-    );
-    sts.metadata.labels = Some([(keys::DELETION_PROTECTION.into(), "Cascading".into())].into());
-    assert_eq!(
-        deletion_denied(&sts).unwrap(),
-        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 5>0"
-    );
-    sts.spec.replicas = Some(0);
-    assert_eq!(deletion_denied(&sts), None);
-}
-
 // ------------------------------------------------------------------ routes
 
 fn request(
@@ -744,8 +723,8 @@ async fn call(route: &Route, req: AdmissionRequest<DynamicObject>) -> AdmissionR
 }
 
 #[tokio::test]
-async fn routes_default_validate_and_protect() {
-    let routes = routes(true, true);
+async fn routes_default_and_validate() {
+    let routes = routes(true);
     let [mutate, validate] = &routes[..] else {
         panic!("two routes");
     };
@@ -791,33 +770,25 @@ async fn routes_default_validate_and_protect() {
     .await;
     assert!(r.allowed);
 
-    // Deletion protection: 403.
+    // A DELETE (protection-ctl's, not registered here) is not judged.
     let mut protected = good.clone();
-    protected["metadata"]["labels"] = json!({keys::DELETION_PROTECTION: "Cascading"});
+    protected["metadata"]["labels"] = json!({keys::DELETION_PROTECTION: "Always"});
     let r = call(
         validate,
-        request("DELETE", "v1alpha1", Value::Null, protected.clone()),
-    )
-    .await;
-    assert!(!r.allowed);
-    assert_eq!(r.result.code, 403);
-    assert_eq!(
-        r.result.message,
-        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 1>0"
-    );
-    // Gate off: allowed.
-    let off = super::routes(false, true);
-    let r = call(
-        &off[1],
         request("DELETE", "v1beta1", Value::Null, protected),
     )
     .await;
     assert!(r.allowed);
+    let (v, _) = configurations(None);
+    let ops = v[0].webhooks.as_ref().unwrap()[0].rules.as_ref().unwrap()[0]
+        .operations
+        .clone();
+    assert_eq!(ops, Some(vec!["CREATE".to_string(), "UPDATE".to_string()]));
 }
 
 #[tokio::test]
 async fn the_in_place_only_rule_answers_422_with_upstreams_message() {
-    let routes = routes(false, true);
+    let routes = routes(true);
     let old_spec = with(
         with(
             parallel_spec(),
@@ -868,13 +839,7 @@ fn configurations_cover_both_versions() {
     );
     assert_eq!(
         rule.operations.as_deref(),
-        Some(
-            &[
-                "CREATE".to_string(),
-                "UPDATE".to_string(),
-                "DELETE".to_string()
-            ][..]
-        )
+        Some(&["CREATE".to_string(), "UPDATE".to_string(),][..])
     );
     let mw = &m[0].webhooks.as_ref().unwrap()[0];
     assert_eq!(mw.name, "mstatefulset.kb.io");

@@ -1,0 +1,38 @@
+//! Resource deletion protection (spec pod-safety §2, gate `ResourcesDeletionProtection`):
+//! a DELETE of a Namespace, CRD, workload, Service or Ingress labelled
+//! `policy.kruise.io/delete-protection: Always` is refused, and one labelled `Cascading`
+//! while it still has live dependants (active Pods, CRs, replicas).
+//!
+//! A webhook-only binary: no controller, no cache, no Lease (every replica answers the
+//! same). The judgment is [`judgment`] (pure); [`webhook`] reads the request and counts.
+
+pub mod error;
+pub mod judgment;
+pub mod webhook;
+
+use kruise_runtime::{Runtime, gates};
+
+/// The name of the binary's objects (Deployment, ServiceAccount, metrics Service), its
+/// field manager and event reporter (it reports none).
+pub const CONTROLLER_NAME: &str = "deletionprotection-controller";
+
+/// Who this binary is (its client's User-Agent is `protection-ctl/<version>`).
+pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
+
+/// Serves the webhook until shutdown. With the gate off (the default, as the seed asks)
+/// the configurations are still registered (kustomize ships them: they need the CA
+/// bundle this fills in, or every labelled delete would fail the TLS handshake) and the
+/// route allows every delete.
+pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
+    let enabled = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
+    if !enabled {
+        tracing::warn!(
+            "gate ResourcesDeletionProtection is off: no delete is refused (KRUISE_FEATURE_GATES=ResourcesDeletionProtection=true turns it on)"
+        );
+    }
+    let routes = webhook::routes(runtime.client.clone(), enabled);
+    runtime
+        .serve_webhooks(routes, webhook::configurations)
+        .await?;
+    Ok(())
+}
