@@ -200,9 +200,9 @@ fn generator_of<K: Resource<DynamicType = ()>>(
             .iter()
             .flatten()
             .find(|o| o.controller == Some(true))?;
-        (owner.kind == STATEFULSET_KIND && plan::group_of(&owner.api_version) == group).then(
-            || ObjectRef::new(&owner.name).within(pps.metadata.namespace.as_deref().unwrap_or("")),
-        )
+        (owner.kind == STATEFULSET_KIND && plan::group_of(&owner.api_version) == group).then(|| {
+            ObjectRef::new(&owner.name).within(pps.metadata.namespace.as_deref().unwrap_or(""))
+        })
     }
 }
 
@@ -219,7 +219,10 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
                 let r = &ctx.generator;
                 let c = r
                     .controller(&ctx.statefulsets, workers)
-                    .watches_shared_stream(ctx.ppss.subscribe(), generator_of::<StatefulSet>(APPS_GROUP));
+                    .watches_shared_stream(
+                        ctx.ppss.subscribe(),
+                        generator_of::<StatefulSet>(APPS_GROUP),
+                    );
                 r.run_with(c, ctx.clone(), reconcile::generate_for_statefulset)
             };
             let generated_advanced = {
@@ -264,9 +267,10 @@ async fn status_controller(ctx: &Arc<Context>, workers: u16) {
         .watches_shared_stream(ctx.statefulsets.subscribe(), move |s: Arc<StatefulSet>| {
             apps(&s.metadata)
         })
-        .watches_shared_stream(ctx.advanced.subscribe(), move |s: Arc<AdvancedStatefulSet>| {
-            kruise(&s.metadata)
-        })
+        .watches_shared_stream(
+            ctx.advanced.subscribe(),
+            move |s: Arc<AdvancedStatefulSet>| kruise(&s.metadata),
+        )
         .watches_shared_stream(ctx.pods.subscribe(), on_pod)
         .watches_shared_stream(ctx.nodes.subscribe(), on_node_labels(ctx));
     r.run_with(c, ctx.clone(), reconcile::reconcile).await;

@@ -12,10 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kruise_api::apps_v1alpha1::PersistentPodState;
 use kruise_api::apps_v1alpha1::workloadspread::TargetReference;
 use kruise_api::apps_v1beta1::StatefulSet as AdvancedStatefulSet;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use serde_json::json;
 
 use crate::Context;

@@ -3,8 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod,
-    PreferredSchedulingTerm,
+    Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, Pod, PreferredSchedulingTerm,
 };
 use kruise_api::apps_v1alpha1::persistentpodstate::{PersistentPodStateSpec, PodState};
 use kruise_api::keys;

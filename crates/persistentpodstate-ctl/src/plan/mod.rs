@@ -175,7 +175,10 @@ pub fn pod_state(
 ) -> PodState {
     let pick = |from: Option<&BTreeMap<String, String>>, keys: &BTreeSet<&str>| {
         keys.iter()
-            .filter_map(|k| from.and_then(|m| m.get(*k)).map(|v| (k.to_string(), v.clone())))
+            .filter_map(|k| {
+                from.and_then(|m| m.get(*k))
+                    .map(|v| (k.to_string(), v.clone()))
+            })
             .collect()
     };
     PodState {
@@ -188,10 +191,23 @@ pub fn pod_state(
 /// Whether a recorded state still stands for `pod`: same node, and recorded with the
 /// same key sets (keys a node lacks are not recorded, so a state short of keys is
 /// recomputed; the result then equals it and nothing is written).
-fn is_current(state: &PodState, pod: &Pod, topology: &BTreeSet<&str>, annotations: &BTreeSet<&str>) -> bool {
+fn is_current(
+    state: &PodState,
+    pod: &Pod,
+    topology: &BTreeSet<&str>,
+    annotations: &BTreeSet<&str>,
+) -> bool {
     state.node_name == predicates::node_name(pod)
-        && state.node_topology_labels.keys().map(String::as_str).eq(topology.iter().copied())
-        && state.annotations.keys().map(String::as_str).eq(annotations.iter().copied())
+        && state
+            .node_topology_labels
+            .keys()
+            .map(String::as_str)
+            .eq(topology.iter().copied())
+        && state
+            .annotations
+            .keys()
+            .map(String::as_str)
+            .eq(annotations.iter().copied())
 }
 
 /// Spec 3.3.1–2: the status the PPS should have.

@@ -80,7 +80,9 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
 async fn synced(ctx: &Context) -> Result<(), HandlerError> {
     match tokio::time::timeout(Duration::from_secs(2), ctx.ppss.store().wait_until_ready()).await {
         Ok(Ok(())) => Ok(()),
-        _ => Err(internal("the PersistentPodState cache has not synced yet; retry")),
+        _ => Err(internal(
+            "the PersistentPodState cache has not synced yet; retry",
+        )),
     }
 }
 
@@ -168,7 +170,10 @@ pub fn review_pps(
         Err(e) => {
             return Ok(deny_invalid(
                 response,
-                &[invalid_detail("spec", format!("cannot decode PersistentPodState: {e}"))],
+                &[invalid_detail(
+                    "spec",
+                    format!("cannot decode PersistentPodState: {e}"),
+                )],
             ));
         }
     };
@@ -206,16 +211,13 @@ pub fn pps_of<'a>(
         .find(|o| o.controller == Some(true))?;
     plan::target_kind(&owner.api_version, &owner.kind)?;
     let namespace = pod.metadata.namespace.as_deref();
-    ppss.iter()
-        .map(AsRef::as_ref)
-        .find(|p| {
-            p.metadata.namespace.as_deref() == namespace
-                && p.metadata.deletion_timestamp.is_none()
-                && plan::group_of(&p.spec.target_ref.api_version)
-                    == plan::group_of(&owner.api_version)
-                && p.spec.target_ref.kind == owner.kind
-                && p.spec.target_ref.name == owner.name
-        })
+    ppss.iter().map(AsRef::as_ref).find(|p| {
+        p.metadata.namespace.as_deref() == namespace
+            && p.metadata.deletion_timestamp.is_none()
+            && plan::group_of(&p.spec.target_ref.api_version) == plan::group_of(&owner.api_version)
+            && p.spec.target_ref.kind == owner.kind
+            && p.spec.target_ref.name == owner.name
+    })
 }
 
 /// Pod CREATE: the recorded state of a Pod of this name, as node affinity (spec 3.3.3).
