@@ -7,6 +7,7 @@ mod conversion;
 mod cronjob;
 mod daemonset;
 mod deploy;
+mod persistentpodstate;
 mod realnode;
 mod sidecarset;
 mod smoke;
