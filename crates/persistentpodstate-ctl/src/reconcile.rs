@@ -199,6 +199,7 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
                 Ok(_) => tracing::info!("generated PersistentPodState"),
                 // The cache had not shown our last create yet.
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(kube::Error::Api(s)) if s.code == 422 => refused(&s),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -210,9 +211,14 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
                 {"op": "replace", "path": "/spec", "value": spec},
             ]);
             let patch: json_patch::Patch = serde_json::from_value(patch)?;
-            api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
-                .await?;
-            tracing::info!("updated the generated PersistentPodState's spec");
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                .await
+            {
+                Ok(_) => tracing::info!("updated the generated PersistentPodState's spec"),
+                Err(kube::Error::Api(s)) if s.code == 422 => refused(&s),
+                Err(e) => return Err(e.into()),
+            }
         }
         AutogenAction::Delete => {
             let existing = existing.expect("a delete has an existing object");
@@ -231,4 +237,11 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
         }
     }
     Ok(Action::await_change())
+}
+
+/// Admission refused the generated spec (another PPS already targets the StatefulSet,
+/// or the annotations name no usable key): retrying cannot help until the StatefulSet's
+/// annotations or the other PPS change, and either change triggers a new round.
+fn refused(status: &kube::core::Status) {
+    tracing::warn!(reason = %status.message, "the generated PersistentPodState was refused");
 }

@@ -205,8 +205,7 @@ async fn assert_injected(ns: &TestNamespace, pod: &Pod, pps: &str, state: &PodSt
         "the zone as nodeSelector"
     );
     let preferred = serde_json::to_value(
-        &spec
-            .affinity
+        spec.affinity
             .as_ref()
             .and_then(|a| a.node_affinity.as_ref())
             .and_then(|n| {

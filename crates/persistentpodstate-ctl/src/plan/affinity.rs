@@ -55,7 +55,7 @@ pub fn injection(spec: &PersistentPodStateSpec, state: &PodState) -> Option<Inje
                     values: Some(vec![value]),
                 })
                 .collect();
-            (!expressions.is_empty()).then(|| PreferredSchedulingTerm {
+            (!expressions.is_empty()).then_some(PreferredSchedulingTerm {
                 weight: term.weight,
                 preference: NodeSelectorTerm {
                     match_expressions: Some(expressions),

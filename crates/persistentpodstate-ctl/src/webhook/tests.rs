@@ -133,7 +133,7 @@ fn target_ref_is_immutable_and_unique_per_workload() {
     ));
     let resp = review_pps(
         review(PPS, "CREATE", pps_json("second", json!({})), Value::Null),
-        &[other.clone()],
+        std::slice::from_ref(&other),
     )
     .unwrap();
     assert!(
@@ -155,7 +155,13 @@ fn target_ref_is_immutable_and_unique_per_workload() {
     );
     let apps = pps_json("second", json!({"targetRef": {"apiVersion": "apps/v1"}}));
     assert_eq!(
-        denial(&review_pps(review(PPS, "CREATE", apps, Value::Null), &[other.clone()]).unwrap()),
+        denial(
+            &review_pps(
+                review(PPS, "CREATE", apps, Value::Null),
+                std::slice::from_ref(&other)
+            )
+            .unwrap()
+        ),
         None
     );
     let mut relabelled = pps_json("second", json!({}));
