@@ -232,6 +232,18 @@ async fn assert_injected(ns: &TestNamespace, pod: &Pod, pps: &str, state: &PodSt
     );
 }
 
+/// `controller="…"` of the status controller's reconcile metrics.
+const CONTROLLER_LABEL: &str = "controller=\"persistentpodstate-controller\"";
+
+/// The sum of the samples of `metric` (its name and `{`) whose labels contain `label`.
+fn sum_metric(ctl: &RunningController, metric: &str, label: &str) -> f64 {
+    ctl.metrics()
+        .lines()
+        .filter(|l| l.starts_with(metric) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// P4 on an Advanced StatefulSet: the states recorded exactly, and a deleted Pod comes
 /// back with the zone required, the node preferred and the annotation, in its zone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,7 +256,7 @@ async fn explicit_pps_steers_a_recreated_advanced_statefulset_pod() {
         statefulset_ctl::run,
     )
     .await;
-    let _pps = controller(&ns).await;
+    let ctl = controller(&ns).await;
     ns.apply(&pps_yaml(
         "echoserver",
         "apps.kruise.io/v1beta1",
@@ -265,6 +277,36 @@ async fn explicit_pps_steers_a_recreated_advanced_statefulset_pod() {
         *s == expected
     })
     .await;
+
+    // A change that moves nothing (a Pod annotation no PPS records) is reconciled and
+    // writes nothing: states are written once per change.
+    let writes = || {
+        sum_metric(
+            &ctl,
+            "kruise_api_requests_total{",
+            "persistentpodstates/status",
+        )
+    };
+    let reconciles = || sum_metric(&ctl, "kruise_reconcile_total{", CONTROLLER_LABEL);
+    let (writes_before, reconciles_before) = (writes(), reconciles());
+    assert!(writes_before >= 1.0, "the states were written");
+    ns.api::<Pod>()
+        .patch(
+            "echoserver-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"unrelated": "x"}}})),
+        )
+        .await
+        .unwrap();
+    wait_for("a reconcile of the PPS", MINUTE, || async {
+        if reconciles() > reconciles_before {
+            Ok(())
+        } else {
+            Err("none yet".to_string())
+        }
+    })
+    .await;
+    assert_eq!(writes(), writes_before, "no status write without a change");
 
     let pod = recreate(&ns, "echoserver-0").await;
     assert_injected(&ns, &pod, "echoserver", &expected["echoserver-0"]).await;
