@@ -305,3 +305,68 @@ fn on_node_labels(
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Pruning keeps everything the decisions read: the same recording before and after,
+    /// the workload's replicas and reserved ordinals, and a node's labels.
+    #[test]
+    fn pruning_keeps_what_the_decisions_read() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-0", "namespace": "ns", "labels": {"app": "web"},
+                "annotations": {"ip": "10.0.0.1", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u", "controller": true}]},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [
+                {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap();
+        let labels = BTreeMap::from([("zone".to_string(), "a".to_string())]);
+        let (topology, annotations) = (["zone"].into(), ["ip"].into());
+        let before = plan::pod_state(&pod, &labels, &topology, &annotations);
+        prune_pod(&mut pod);
+        assert!(plan::is_recordable(&pod));
+        assert_eq!(
+            plan::pod_state(&pod, &labels, &topology, &annotations),
+            before
+        );
+        assert_eq!(pod.spec.as_ref().unwrap().containers.len(), 0);
+        assert_eq!(
+            pod.status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .as_ref()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(pod.metadata.owner_references.is_some());
+
+        let mut sts: AdvancedStatefulSet = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "uid": "u",
+                "annotations": {(keys::PPS_AUTO_GENERATE): "true", "other": "x"}},
+            "spec": {"replicas": 3, "reserveOrdinals": [1], "selector": {"matchLabels": {"app": "web"}},
+                "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+        }))
+        .unwrap();
+        prune_advanced(&mut sts);
+        assert_eq!(sts.spec.live_ordinals(), [0, 2, 3]);
+        assert_eq!(
+            sts.metadata.annotations.unwrap().keys().collect::<Vec<_>>(),
+            [keys::PPS_AUTO_GENERATE]
+        );
+
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "node-1", "labels": {"zone": "a"}, "annotations": {"a": "b"}},
+            "status": {"capacity": {"cpu": "4"}}
+        }))
+        .unwrap();
+        prune_node(&mut node);
+        assert_eq!(node.metadata.labels.unwrap(), labels);
+        assert!(node.status.is_none() && node.metadata.annotations.is_none());
+    }
+}
