@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec, PodStatus};
-use kruise_api::apps_v1alpha1::PersistentPodState;
+use kruise_api::apps_v1alpha1::{PersistentPodState, PersistentPodStateStatus};
 use kruise_api::apps_v1beta1::StatefulSet as AdvancedStatefulSet;
 use kruise_api::keys;
 use kruise_runtime::cache::prune;
@@ -44,10 +44,58 @@ pub struct Context {
     pub nodes: Cache<Node>,
     /// The PPS status controller.
     pub reconciler: Reconciler,
+    /// The last status written per PPS, until the cache shows the write.
+    pub status_writes: StatusWrites,
     /// Auto-generation from apps/v1 StatefulSets.
     pub generator: Reconciler,
     /// Auto-generation from Advanced StatefulSets.
     pub advanced_generator: Reconciler,
+}
+
+/// The status this controller last wrote to each PPS (by UID), with the
+/// resourceVersion of the PPS it was computed from. A reconcile that runs before the
+/// cache shows the write sees the old status and the same resourceVersion: the status it
+/// computes is the one just written, and writing it again would be a second write for
+/// one change. Once the cache moves past that version the cached status is compared as
+/// usual (so a status changed by someone else is still corrected).
+#[derive(Default)]
+pub struct StatusWrites(Mutex<HashMap<String, (String, PersistentPodStateStatus)>>);
+
+impl StatusWrites {
+    /// `next` was written from this very version of `pps` already.
+    pub fn already_written(
+        &self,
+        pps: &PersistentPodState,
+        next: &PersistentPodStateStatus,
+    ) -> bool {
+        let (Some(uid), Some(rv)) = (&pps.metadata.uid, &pps.metadata.resource_version) else {
+            return false;
+        };
+        let written = self.0.lock().expect("status writes lock");
+        written
+            .get(uid)
+            .is_some_and(|(seen, status)| seen == rv && status == next)
+    }
+
+    /// `next` was written, computed from this version of `pps`; entries of PPSs no
+    /// longer in `live` (deleted) are dropped.
+    pub fn record(
+        &self,
+        pps: &PersistentPodState,
+        next: PersistentPodStateStatus,
+        live: &Store<PersistentPodState>,
+    ) {
+        if let (Some(uid), Some(rv)) = (&pps.metadata.uid, &pps.metadata.resource_version) {
+            let live: std::collections::HashSet<String> = live
+                .state()
+                .iter()
+                .filter_map(|p| p.metadata.uid.clone())
+                .collect();
+            let mut written = self.0.lock().expect("status writes lock");
+            written.retain(|uid, _| live.contains(uid));
+            written.insert(uid.clone(), (rv.clone(), next));
+        }
+    }
 }
 
 /// The PPS annotations of a StatefulSet: the only ones generation reads.
@@ -139,6 +187,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         pods,
         nodes,
         reconciler: Reconciler::new(metrics.clone(), CONTROLLER_NAME, "PersistentPodState"),
+        status_writes: StatusWrites::default(),
         generator: Reconciler::new(
             metrics.clone(),
             "persistentpodstate-generator",
@@ -368,5 +417,49 @@ mod tests {
         prune_node(&mut node);
         assert_eq!(node.metadata.labels.unwrap(), labels);
         assert!(node.status.is_none() && node.metadata.annotations.is_none());
+    }
+}
+
+#[cfg(test)]
+mod status_writes_tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    fn pps(uid: &str, rv: &str) -> PersistentPodState {
+        let mut p = PersistentPodState::new("p", Default::default());
+        p.metadata.uid = Some(uid.into());
+        p.metadata.resource_version = Some(rv.into());
+        p
+    }
+
+    #[test]
+    fn a_write_is_not_repeated_until_the_cache_shows_a_newer_version() {
+        let mut writer: Writer<PersistentPodState> = Writer::default();
+        writer.apply_watcher_event(&Event::Apply(pps("u", "1")));
+        let store = writer.as_reader();
+        let writes = StatusWrites::default();
+        let next = PersistentPodStateStatus {
+            observed_generation: 1,
+            ..Default::default()
+        };
+        assert!(!writes.already_written(&pps("u", "1"), &next));
+        writes.record(&pps("u", "1"), next.clone(), &store);
+        assert!(writes.already_written(&pps("u", "1"), &next), "stale cache");
+        let other = PersistentPodStateStatus::default();
+        assert!(
+            !writes.already_written(&pps("u", "1"), &other),
+            "a new change"
+        );
+        assert!(
+            !writes.already_written(&pps("u", "2"), &next),
+            "the cache moved on"
+        );
+        // A PPS gone from the cache ("v" never was in it) is forgotten at the next write.
+        writes.record(&pps("v", "7"), next.clone(), &store);
+        assert!(writes.already_written(&pps("v", "7"), &next));
+        writes.record(&pps("u", "1"), next.clone(), &store);
+        assert!(!writes.already_written(&pps("v", "7"), &next));
+        assert!(writes.already_written(&pps("u", "1"), &next));
     }
 }

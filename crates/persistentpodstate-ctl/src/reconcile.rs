@@ -108,10 +108,11 @@ pub async fn reconcile(pps: Arc<PersistentPodState>, ctx: Arc<Context>) -> Resul
             .collect(),
     };
     let next = plan::next_status(&world);
-    if Some(&next) != pps.status.as_ref() {
+    if Some(&next) != pps.status.as_ref() && !ctx.status_writes.already_written(pps, &next) {
         let api: Api<PersistentPodState> = Api::namespaced(ctx.client.clone(), &ns);
         tracing::debug!(states = next.pod_states.len(), "writing status");
         kruise_runtime::apply_status(&api, pps, &next, CONTROLLER_NAME).await?;
+        ctx.status_writes.record(pps, next, ctx.ppss.store());
     }
     Ok(Action::await_change())
 }

@@ -12,7 +12,9 @@ use kruise_api::apps_v1alpha1::{PersistentPodState, PersistentPodStateStatus, Po
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, is_ready, wait_for};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -315,23 +317,48 @@ async fn explicit_pps_steers_a_recreated_advanced_statefulset_pod() {
     assert!(!sibling.annotations().contains_key(keys::PPS_INJECTED));
 }
 
-/// P5 on an apps/v1 StatefulSet: the generated PPS (same name, controller-owned),
-/// its spec following the annotations, the injection, and its deletion when
-/// auto-generation is turned off.
+/// P5 on the seed's Advanced StatefulSet: the generated PPS (same name,
+/// controller-owned), its spec following the annotations, the injection, and its
+/// deletion when auto-generation is turned off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_pps_follows_the_advanced_statefulset_annotations() {
+    let ns = TestNamespace::new("pps-p5").await;
+    let _sts = RunningController::start(
+        statefulset_ctl::IDENTITY,
+        &ns.name,
+        "",
+        statefulset_ctl::run,
+    )
+    .await;
+    let _pps = controller(&ns).await;
+    generated_pps_scenario(&ns, "apps.kruise.io/v1beta1").await;
+}
+
+/// P5 on an apps/v1 StatefulSet (run by the kube-controller-manager).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_pps_follows_the_statefulset_annotations() {
-    let ns = TestNamespace::new("pps-p5").await;
+    let ns = TestNamespace::new("pps-p5-apps").await;
     let _pps = controller(&ns).await;
+    generated_pps_scenario(&ns, "apps/v1").await;
+}
+
+async fn generated_pps_scenario(ns: &TestNamespace, api_version: &str) {
+    let (group, version) = api_version.split_once('/').unwrap();
+    let sts_api: Api<DynamicObject> = Api::namespaced_with(
+        ns.client.clone(),
+        &ns.name,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, "StatefulSet")),
+    );
     let annotations = format!(
         "    {}: \"true\"\n    {}: {HOST}\n    {}: {ZONE}\n",
         keys::PPS_AUTO_GENERATE,
         keys::PPS_PREFERRED_TOPOLOGY,
         keys::PPS_REQUIRED_TOPOLOGY
     );
-    ns.apply(&sts_yaml("apps/v1", "web", 1, &annotations))
+    ns.apply(&sts_yaml(api_version, "web", 1, &annotations))
         .await
         .expect("create StatefulSet");
-    let sts = ns.api::<StatefulSet>().get("web").await.unwrap();
+    let sts = sts_api.get("web").await.unwrap();
     let api = ns.api::<PersistentPodState>();
     let pps = wait_for("the generated PPS", MINUTE, || async {
         api.get_opt("web")
@@ -348,22 +375,21 @@ async fn generated_pps_follows_the_statefulset_annotations() {
     assert_eq!(
         serde_json::to_value(&pps.spec).unwrap(),
         json!({
-            "targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+            "targetRef": {"apiVersion": api_version, "kind": "StatefulSet", "name": "web"},
             "requiredPersistentTopology": {"nodeTopologyKeys": [ZONE]},
             "preferredPersistentTopology": [{"weight": 100, "preference": {"nodeTopologyKeys": [HOST]}}]
         })
     );
 
     // It then behaves as in P4.
-    let pods = ready_pods(&ns, "web", 1).await;
-    let state = expected_state(&ns, &pods[0]).await;
+    let pods = ready_pods(ns, "web", 1).await;
+    let state = expected_state(ns, &pods[0]).await;
     let want = BTreeMap::from([("web-0".to_string(), state.clone())]);
-    wait_states(&ns, "web", "web-0 recorded", |s| *s == want).await;
-    let pod = recreate(&ns, "web-0").await;
-    assert_injected(&ns, &pod, "web", &state).await;
+    wait_states(ns, "web", "web-0 recorded", |s| *s == want).await;
+    let pod = recreate(ns, "web-0").await;
+    assert_injected(ns, &pod, "web", &state).await;
 
     // A changed annotation updates the spec.
-    let sts_api = ns.api::<StatefulSet>();
     let merge = |a: serde_json::Value| Patch::Merge(json!({"metadata": {"annotations": a}}));
     sts_api
         .patch(
