@@ -390,6 +390,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             protection_ctl::webhook::configurations(None),
             "deletionprotection-webhook",
         ),
+        (
+            "persistentpodstate",
+            persistentpodstate_ctl::webhook::configurations(None),
+            "persistentpodstate-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1086,6 +1091,62 @@ const PROTECTION_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const PERSISTENTPODSTATE_CHECKS: &str = "
+    yes watch  persistentpodstates.apps.kruise.io                      *
+    yes list   persistentpodstates.apps.kruise.io                      default
+    yes create persistentpodstates.apps.kruise.io                      default
+    yes patch  persistentpodstates.apps.kruise.io                      default
+    yes delete persistentpodstates.apps.kruise.io                      default
+    yes patch  persistentpodstates.apps.kruise.io#status               default
+    yes watch  statefulsets.apps                                       *
+    yes list   statefulsets.apps                                       default
+    yes watch  statefulsets.apps.kruise.io                             *
+    yes list   statefulsets.apps.kruise.io                             default
+    yes watch  pods                                                    *
+    yes list   pods                                                    default
+    yes watch  nodes                                                   *
+    yes list   nodes                                                   *
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/persistentpodstate-controller kruise-system
+    yes get    secrets/persistentpodstate-webhook-ca                   kruise-system
+    yes update secrets/persistentpodstate-webhook-ca                   kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-persistentpodstate-validating *
+    yes create mutatingwebhookconfigurations/kruise-persistentpodstate-mutating *
+    # PPSs are never replaced (the generated spec is patched); status only by apply.
+    no  update persistentpodstates.apps.kruise.io                      default
+    no  update persistentpodstates.apps.kruise.io#status               default
+    # Workloads are only read: never scaled, annotated or removed.
+    no  patch  statefulsets.apps                                       default
+    no  update statefulsets.apps#scale                                 default
+    no  patch  statefulsets.apps.kruise.io                             default
+    no  delete statefulsets.apps.kruise.io                             default
+    no  patch  statefulsets.apps.kruise.io#status                      default
+    # Pods and Nodes are only read: the Pod webhook mutates a create request in flight.
+    no  get    pods                                                    default
+    no  create pods                                                    default
+    no  patch  pods                                                    default
+    no  delete pods                                                    default
+    no  create pods#eviction                                           default
+    no  patch  nodes                                                   *
+    no  get    nodes                                                   *
+    # No events, no other kinds, no other controller's Secret, Lease or webhooks.
+    no  create events.events.k8s.io                                    default
+    no  list   clonesets.apps.kruise.io                                default
+    no  list   persistentvolumeclaims                                  default
+    no  get    configmaps                                              kruise-system
+    no  get    secrets                                                 default
+    no  get    secrets/statefulset-webhook-ca                          kruise-system
+    no  create secrets                                                 kruise-system
+    no  patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    no  create leases.coordination.k8s.io                              default
+    no  patch  validatingwebhookconfigurations/kruise-statefulset-validating *
+    no  delete mutatingwebhookconfigurations/kruise-persistentpodstate-mutating *
+    no  list   mutatingwebhookconfigurations                           *
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/persistentpodstates.apps.kruise.io *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     let client = kruise_e2e::client().await;
@@ -1102,6 +1163,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("cronjob-ctl", CRONJOB_CHECKS),
         ("daemonset-ctl", DAEMONSET_CHECKS),
         ("protection-ctl", PROTECTION_CHECKS),
+        ("persistentpodstate-ctl", PERSISTENTPODSTATE_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -3002,4 +3064,99 @@ async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
     assert!(forbidden.is_empty(), "forbidden requests: {forbidden:?}");
     assert!(ctl.stop().await.success(), "clean exit on SIGTERM");
     drop(grant);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistentpodstate_ctl_runs_on_its_overlay_rbac_alone() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kruise_api::apps_v1alpha1::PersistentPodState;
+    let run = OnItsRbac::start("persistentpodstate-ctl", "deploy-pps").await;
+    let ns = &run.ns;
+    // An apps/v1 StatefulSet (run by the kube-controller-manager) asking for a PPS: it is
+    // generated, records web-0, and a re-created web-0 gets the recorded zone.
+    ns.apply(
+        r#"apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+  annotations:
+    kruise.io/auto-generate-persistent-pod-state: "true"
+    kruise.io/required-persistent-topology: topology.kubernetes.io/zone
+spec:
+  serviceName: web
+  replicas: 1
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: web
+        image: nginx:alpine
+"#,
+    )
+    .await
+    .expect("create StatefulSet");
+    let api = ns.api::<PersistentPodState>();
+    let zone = wait_for("web-0 recorded in the generated PPS", MINUTE, || async {
+        let pps = api
+            .get_opt("web")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no PPS yet")?;
+        pps.status
+            .and_then(|s| s.pod_states.get("web-0").cloned())
+            .and_then(|s| {
+                s.node_topology_labels
+                    .get("topology.kubernetes.io/zone")
+                    .cloned()
+            })
+            .ok_or_else(|| "no state yet".to_string())
+    })
+    .await;
+    let pods = ns.api::<Pod>();
+    let old = pods.get("web-0").await.unwrap().metadata.uid;
+    pods.delete("web-0", &Default::default()).await.unwrap();
+    let pod = wait_for("web-0 re-created", MINUTE, || async {
+        match pods.get_opt("web-0").await.map_err(|e| e.to_string())? {
+            Some(p) if p.metadata.uid != old => Ok(p),
+            _ => Err("not yet".to_string()),
+        }
+    })
+    .await;
+    assert_eq!(
+        pod.spec.unwrap().node_selector.unwrap_or_default()["topology.kubernetes.io/zone"],
+        zone
+    );
+    assert_eq!(
+        pod.metadata.annotations.unwrap_or_default()["kruise.io/injected-persistent-pod-state"],
+        "web"
+    );
+    // Validation is served with the token's grants too.
+    let err = ns
+        .apply(
+            r#"apiVersion: apps.kruise.io/v1alpha1
+kind: PersistentPodState
+metadata:
+  name: other
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: StatefulSet
+    name: web
+  requiredPersistentTopology:
+    nodeTopologyKeys: [kubernetes.io/hostname]
+"#,
+        )
+        .await
+        .expect_err("a second PPS on web is refused");
+    assert!(
+        err.contains("targetReference is in conflict with other PersistentPodState web"),
+        "{err}"
+    );
+    run.finish(persistentpodstate_ctl::CONTROLLER_NAME).await;
 }

@@ -8,6 +8,7 @@ mod cronjob;
 mod daemonset;
 mod deploy;
 mod protection;
+mod persistentpodstate;
 mod realnode;
 mod sidecarset;
 mod smoke;
