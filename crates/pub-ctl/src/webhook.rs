@@ -111,7 +111,7 @@ pub fn configurations(
     pod_hook.match_conditions = Some(vec![MatchCondition {
         name: "protected-pod-or-eviction".into(),
         expression: format!(
-            "request.subResource == 'eviction' || (has(oldObject.metadata.annotations) && '{}' in oldObject.metadata.annotations)",
+            "(has(request.subResource) && request.subResource == 'eviction') || (has(oldObject.metadata.annotations) && '{}' in oldObject.metadata.annotations)",
             keys::PUB_RELATED
         ),
     }]);

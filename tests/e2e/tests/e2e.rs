@@ -7,6 +7,8 @@ mod conversion;
 mod cronjob;
 mod daemonset;
 mod deploy;
+#[path = "pub.rs"]
+mod pub_;
 mod realnode;
 mod sidecarset;
 mod smoke;
