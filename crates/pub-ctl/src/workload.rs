@@ -1,5 +1,7 @@
-//! Workloads read generically (spec 1.4, 1.5.1): any kind, by discovery, its replicas from
-//! `spec.replicas` for the kinds we know and through the `scale` subresource otherwise.
+//! Workloads read generically (spec 1.4, 1.5.1): any kind, by discovery; the kinds we know
+//! (Deployment, StatefulSet, ReplicaSet, CloneSet, Advanced StatefulSet) by a GET (their
+//! `spec.replicas`, and whether they are being deleted), any other only through its `scale`
+//! subresource (replicas and selector).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -80,27 +82,33 @@ impl Resolver {
             return Ok(None);
         };
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-        let Some(obj) = api.get_opt(name).await? else {
-            return Ok(None);
-        };
         let group = group_of(api_version).unwrap_or_default();
-        let known = KNOWN.contains(&(group, kind));
-        let deleting = obj.metadata.deletion_timestamp.is_some();
-        let (replicas, scale_selector) = if known {
+        if KNOWN.contains(&(group, kind)) {
+            let Some(obj) = api.get_opt(name).await? else {
+                return Ok(None);
+            };
             let replicas = obj.data["spec"]["replicas"].as_i64().unwrap_or(1);
-            (i32::try_from(replicas).unwrap_or(i32::MAX), None)
-        } else {
-            let scale = api.get_scale(name).await?;
-            (
-                scale.spec.and_then(|s| s.replicas).unwrap_or(0),
-                scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty()),
-            )
+            let deleting = obj.metadata.deletion_timestamp.is_some();
+            return Ok(Some(Workload {
+                uid: obj.metadata.uid.unwrap_or_default(),
+                replicas: if deleting { 0 } else { i32::try_from(replicas).unwrap_or(i32::MAX) },
+                scale_selector: None,
+                is_deployment: group == "apps" && kind == "Deployment",
+            }));
+        }
+        // Any other kind only through its scale subresource (its metadata carries the
+        // object's UID): all the controller reads, and all its RBAC allows
+        // (`get` on `*/scale`), so a PUB cannot be used to read other objects.
+        let scale = match api.get_scale(name).await {
+            Ok(scale) => scale,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         Ok(Some(Workload {
-            uid: obj.metadata.uid.unwrap_or_default(),
-            replicas: if deleting { 0 } else { replicas },
-            scale_selector,
-            is_deployment: group == "apps" && kind == "Deployment",
+            uid: scale.metadata.uid.unwrap_or_default(),
+            replicas: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+            scale_selector: scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty()),
+            is_deployment: false,
         }))
     }
 }
