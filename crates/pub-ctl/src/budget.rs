@@ -79,7 +79,10 @@ mod tests {
     fn an_unusable_budget_protects_nothing() {
         assert_eq!(Budget::of(None, None).desired_available(10), 0);
         let both = IntOrString::Int(1);
-        assert_eq!(Budget::of(Some(&both), Some(&both)).desired_available(10), 0);
+        assert_eq!(
+            Budget::of(Some(&both), Some(&both)).desired_available(10),
+            0
+        );
         assert_eq!(max_unavailable(pct("x%")).desired_available(10), 0);
     }
 

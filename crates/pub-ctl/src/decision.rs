@@ -88,7 +88,8 @@ pub fn protects(pub_: &PodUnavailableBudget, op: PubOperation, options: Options)
 }
 
 fn is_recorded(status: Option<&PodUnavailableBudgetStatus>, pod: &str) -> bool {
-    status.is_some_and(|s| s.disrupted_pods.contains_key(pod) || s.unavailable_pods.contains_key(pod))
+    status
+        .is_some_and(|s| s.disrupted_pods.contains_key(pod) || s.unavailable_pods.contains_key(pod))
 }
 
 /// Steps 1–6: `pub_` is the PUB the Pod's annotation names, as the cache has it.
@@ -116,13 +117,20 @@ pub fn precheck<'a>(
     let Some(pub_) = pub_ else {
         return Precheck::Allow(Pass::PubMissing);
     };
-    if pub_.status.as_ref().is_none_or(|s| s.desired_available == 0) {
+    if pub_
+        .status
+        .as_ref()
+        .is_none_or(|s| s.desired_available == 0)
+    {
         return Precheck::Allow(Pass::NothingToProtect);
     }
     if !protects(pub_, op, options) {
         return Precheck::Allow(Pass::NotProtected);
     }
-    if is_recorded(pub_.status.as_ref(), pod.metadata.name.as_deref().unwrap_or_default()) {
+    if is_recorded(
+        pub_.status.as_ref(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+    ) {
         return Precheck::Allow(Pass::AlreadyRecorded);
     }
     Precheck::Spend(name)
@@ -231,8 +239,10 @@ mod tests {
 
     fn protected_pod(name: &str) -> Pod {
         let mut pod = ready_pod(name, "nginx:alpine");
-        pod.metadata.annotations =
-            Some(BTreeMap::from([(keys::PUB_RELATED.into(), "web-pub".into())]));
+        pod.metadata.annotations = Some(BTreeMap::from([(
+            keys::PUB_RELATED.into(),
+            "web-pub".into(),
+        )]));
         pod
     }
 
@@ -276,7 +286,12 @@ mod tests {
             Precheck::Allow(Pass::NothingToProtect)
         );
         assert_eq!(
-            precheck(&pod, PubOperation::Update, Some(&pub_with(1, 4, Some("DELETE"))), o),
+            precheck(
+                &pod,
+                PubOperation::Update,
+                Some(&pub_with(1, 4, Some("DELETE"))),
+                o
+            ),
             Precheck::Allow(Pass::NotProtected)
         );
         let mut recorded = pub_with(0, 4, None);
@@ -304,15 +319,24 @@ mod tests {
         assert!(protects(&pub_, PubOperation::Update, all));
         // UPDATE implies RESIZE while in-place vertical scaling is off.
         assert!(protects(&pub_, PubOperation::Resize, all));
-        let vertical = Options { vertical_scaling: true, ..all };
+        let vertical = Options {
+            vertical_scaling: true,
+            ..all
+        };
         assert!(!protects(&pub_, PubOperation::Resize, vertical));
         let resize = pub_with(1, 4, Some("RESIZE"));
         assert!(protects(&resize, PubOperation::Resize, vertical));
         assert!(!protects(&resize, PubOperation::Delete, vertical));
-        let no_update = Options { protect_update: false, ..all };
+        let no_update = Options {
+            protect_update: false,
+            ..all
+        };
         assert!(!protects(&pub_, PubOperation::Update, no_update));
         assert!(protects(&pub_, PubOperation::Evict, no_update));
-        let no_delete = Options { protect_delete: false, ..all };
+        let no_delete = Options {
+            protect_delete: false,
+            ..all
+        };
         assert!(!protects(&pub_, PubOperation::Delete, no_delete));
         assert!(!protects(&pub_, PubOperation::Evict, no_delete));
     }
@@ -332,7 +356,9 @@ mod tests {
             Spend::AlreadyRecorded
         );
         let denied = spend(&after, "b", PubOperation::Evict, now());
-        let Spend::Deny(d) = denied else { panic!("no budget left") };
+        let Spend::Deny(d) = denied else {
+            panic!("no budget left")
+        };
         assert_eq!(
             d.message(),
             "podunavailablebudgets.policy.kruise.io \"web-pub\" is forbidden: pub unavailable allowed is negative"

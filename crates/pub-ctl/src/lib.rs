@@ -83,7 +83,11 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         pods: runtime.cache::<Pod>(watcher::Config::default(), prune),
         replicasets: runtime.cache::<ReplicaSet>(watcher::Config::default(), prune_replicaset),
         events: runtime.events(),
-        reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "PodUnavailableBudget"),
+        reconciler: Reconciler::new(
+            runtime.metrics.clone(),
+            CONTROLLER_NAME,
+            "PodUnavailableBudget",
+        ),
         options: options(runtime),
         resolver: workload::Resolver::default(),
         locks: Mutex::default(),

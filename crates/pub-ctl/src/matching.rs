@@ -20,7 +20,9 @@ pub struct WorkloadRef {
 pub fn group_of(api_version: &str) -> Option<&str> {
     match api_version.split_once('/') {
         None if !api_version.is_empty() => Some(""),
-        Some((group, version)) if !group.is_empty() && !version.is_empty() && !version.contains('/') => {
+        Some((group, version))
+            if !group.is_empty() && !version.is_empty() && !version.contains('/') =>
+        {
             Some(group)
         }
         _ => None,
@@ -98,8 +100,10 @@ pub fn selectors_overlap(a: &LabelSelector, b: &LabelSelector) -> bool {
         r
     };
     let (ra, rb) = (reqs(a), reqs(b));
-    !ra.iter()
-        .any(|x| rb.iter().any(|y| x.key == y.key && requirements_disjoint(x, y)))
+    !ra.iter().any(|x| {
+        rb.iter()
+            .any(|y| x.key == y.key && requirements_disjoint(x, y))
+    })
 }
 
 fn requirements_disjoint(x: &LabelSelectorRequirement, y: &LabelSelectorRequirement) -> bool {
@@ -122,7 +126,10 @@ mod tests {
     use kruise_api::policy_v1alpha1::PodUnavailableBudgetSpec;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn selector(pairs: &[(&str, &str)]) -> LabelSelector {
@@ -208,12 +215,33 @@ mod tests {
 
     #[test]
     fn selectors_conflict_unless_a_key_keeps_them_apart() {
-        assert!(selectors_overlap(&selector(&[("app", "web")]), &selector(&[("app", "web")])));
-        assert!(selectors_overlap(&selector(&[("app", "web")]), &selector(&[("tier", "x")])));
-        assert!(!selectors_overlap(&selector(&[("app", "web")]), &selector(&[("app", "db")])));
-        assert!(!selectors_overlap(&selector(&[("app", "web")]), &expr("app", "NotIn", &["web"])));
-        assert!(selectors_overlap(&selector(&[("app", "web")]), &expr("app", "In", &["web", "db"])));
-        assert!(!selectors_overlap(&expr("app", "Exists", &[]), &expr("app", "DoesNotExist", &[])));
-        assert!(!selectors_overlap(&selector(&[("app", "web")]), &expr("app", "DoesNotExist", &[])));
+        assert!(selectors_overlap(
+            &selector(&[("app", "web")]),
+            &selector(&[("app", "web")])
+        ));
+        assert!(selectors_overlap(
+            &selector(&[("app", "web")]),
+            &selector(&[("tier", "x")])
+        ));
+        assert!(!selectors_overlap(
+            &selector(&[("app", "web")]),
+            &selector(&[("app", "db")])
+        ));
+        assert!(!selectors_overlap(
+            &selector(&[("app", "web")]),
+            &expr("app", "NotIn", &["web"])
+        ));
+        assert!(selectors_overlap(
+            &selector(&[("app", "web")]),
+            &expr("app", "In", &["web", "db"])
+        ));
+        assert!(!selectors_overlap(
+            &expr("app", "Exists", &[]),
+            &expr("app", "DoesNotExist", &[])
+        ));
+        assert!(!selectors_overlap(
+            &selector(&[("app", "web")]),
+            &expr("app", "DoesNotExist", &[])
+        ));
     }
 }

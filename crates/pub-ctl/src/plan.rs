@@ -54,7 +54,12 @@ pub fn expected_total(pub_: &PodUnavailableBudget, from_workload: i32) -> i32 {
 pub fn plan(world: &World) -> Outcome {
     let pub_ = world.pub_;
     let old = pub_.status.clone().unwrap_or_default();
-    let exists = |name: &str| world.pods.iter().any(|p| p.metadata.name.as_deref() == Some(name));
+    let exists = |name: &str| {
+        world
+            .pods
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(name))
+    };
     let mut earliest: Option<Timestamp> = None;
     let mut keep_until = |at: Timestamp| {
         earliest = Some(earliest.map_or(at, |e| e.min(at)));
@@ -88,12 +93,17 @@ pub fn plan(world: &World) -> Outcome {
         .iter()
         .filter(|p| {
             let name = p.metadata.name.as_deref().unwrap_or_default();
-            !disrupted.contains_key(name) && !unavailable.contains_key(name) && podstate::is_available(p)
+            !disrupted.contains_key(name)
+                && !unavailable.contains_key(name)
+                && podstate::is_available(p)
         })
         .count() as i32;
     let total = expected_total(pub_, world.expected);
-    let desired = Budget::of(pub_.spec.max_unavailable.as_ref(), pub_.spec.min_available.as_ref())
-        .desired_available(total);
+    let desired = Budget::of(
+        pub_.spec.max_unavailable.as_ref(),
+        pub_.spec.min_available.as_ref(),
+    )
+    .desired_available(total);
     let status = PodUnavailableBudgetStatus {
         observed_generation: pub_.metadata.generation.unwrap_or_default(),
         disrupted_pods: disrupted,
@@ -158,16 +168,28 @@ mod tests {
     }
 
     fn pods(n: usize) -> Vec<Pod> {
-        (0..n).map(|i| ready_pod(&format!("web-{i}"), "nginx:alpine")).collect()
+        (0..n)
+            .map(|i| ready_pod(&format!("web-{i}"), "nginx:alpine"))
+            .collect()
     }
 
     #[test]
     fn p1_status_of_five_ready_pods_with_max_unavailable_one() {
         let p = pub_(IntOrString::Int(1));
         let pods = pods(5);
-        let out = plan(&World { pub_: &p, pods: pods.iter().collect(), expected: 5, now: now() });
+        let out = plan(&World {
+            pub_: &p,
+            pods: pods.iter().collect(),
+            expected: 5,
+            now: now(),
+        });
         assert_eq!(
-            (out.status.total_replicas, out.status.desired_available, out.status.current_available, out.status.unavailable_allowed),
+            (
+                out.status.total_replicas,
+                out.status.desired_available,
+                out.status.current_available,
+                out.status.unavailable_allowed
+            ),
             (5, 4, 5, 1)
         );
         assert_eq!(out.status.observed_generation, 3);
@@ -181,21 +203,32 @@ mod tests {
         let mut p = pub_(IntOrString::Int(1));
         p.status = Some(PodUnavailableBudgetStatus {
             disrupted_pods: BTreeMap::from([
-                ("web-0".into(), at(5)),   // kept 15 s more
-                ("web-1".into(), at(25)),  // expired: NotDeleted
-                ("gone".into(), at(1)),    // Pod gone: dropped quietly
+                ("web-0".into(), at(5)),  // kept 15 s more
+                ("web-1".into(), at(25)), // expired: NotDeleted
+                ("gone".into(), at(1)),   // Pod gone: dropped quietly
             ]),
             unavailable_pods: BTreeMap::from([
-                ("web-2".into(), at(8)),   // kept 2 s more
-                ("web-3".into(), at(11)),  // expired
+                ("web-2".into(), at(8)),  // kept 2 s more
+                ("web-3".into(), at(11)), // expired
             ]),
             ..Default::default()
         });
         let pods = pods(5);
-        let out = plan(&World { pub_: &p, pods: pods.iter().collect(), expected: 5, now: now() });
+        let out = plan(&World {
+            pub_: &p,
+            pods: pods.iter().collect(),
+            expected: 5,
+            now: now(),
+        });
         assert_eq!(out.not_deleted, vec!["web-1".to_string()]);
-        assert_eq!(out.status.disrupted_pods.keys().collect::<Vec<_>>(), ["web-0"]);
-        assert_eq!(out.status.unavailable_pods.keys().collect::<Vec<_>>(), ["web-2"]);
+        assert_eq!(
+            out.status.disrupted_pods.keys().collect::<Vec<_>>(),
+            ["web-0"]
+        );
+        assert_eq!(
+            out.status.unavailable_pods.keys().collect::<Vec<_>>(),
+            ["web-2"]
+        );
         // web-0 and web-2 are recorded, so not counted.
         assert_eq!(out.status.current_available, 3);
         assert_eq!(out.status.unavailable_allowed, 0);
@@ -205,10 +238,20 @@ mod tests {
     #[test]
     fn the_total_override_and_no_pods() {
         let mut p = pub_(IntOrString::String("10%".into()));
-        p.metadata.annotations =
-            Some(BTreeMap::from([(keys::PUB_PROTECT_TOTAL_REPLICAS.into(), "15".into())]));
-        let out = plan(&World { pub_: &p, pods: vec![], expected: 1, now: now() });
-        assert_eq!((out.status.total_replicas, out.status.desired_available), (15, 13));
+        p.metadata.annotations = Some(BTreeMap::from([(
+            keys::PUB_PROTECT_TOTAL_REPLICAS.into(),
+            "15".into(),
+        )]));
+        let out = plan(&World {
+            pub_: &p,
+            pods: vec![],
+            expected: 1,
+            now: now(),
+        });
+        assert_eq!(
+            (out.status.total_replicas, out.status.desired_available),
+            (15, 13)
+        );
         assert!(out.no_pods);
     }
 
@@ -216,9 +259,24 @@ mod tests {
     fn an_unready_pod_is_not_available() {
         let p = pub_(IntOrString::Int(1));
         let mut pods = pods(3);
-        pods[0].status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
-        let out = plan(&World { pub_: &p, pods: pods.iter().collect(), expected: 3, now: now() });
-        assert_eq!((out.status.current_available, out.status.unavailable_allowed), (2, 0));
+        pods[0]
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()[0]
+            .status = "False".into();
+        let out = plan(&World {
+            pub_: &p,
+            pods: pods.iter().collect(),
+            expected: 3,
+            now: now(),
+        });
+        assert_eq!(
+            (out.status.current_available, out.status.unavailable_allowed),
+            (2, 0)
+        );
     }
 
     proptest! {

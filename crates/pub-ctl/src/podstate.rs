@@ -21,7 +21,9 @@ pub fn is_available(pod: &Pod) -> bool {
 
 /// A label with the `unavailable-pod.kruise.io/` prefix marks the Pod unavailable.
 pub fn has_unavailable_label(pod: &Pod) -> bool {
-    unavailable_labels(pod.metadata.labels.as_ref()).next().is_some()
+    unavailable_labels(pod.metadata.labels.as_ref())
+        .next()
+        .is_some()
 }
 
 fn unavailable_labels(
@@ -136,8 +138,14 @@ fn changed_resources(
     new: Option<&ResourceRequirements>,
 ) -> Vec<String> {
     let side = |r: Option<&ResourceRequirements>, limits: bool| {
-        r.and_then(|r| if limits { r.limits.clone() } else { r.requests.clone() })
-            .unwrap_or_default()
+        r.and_then(|r| {
+            if limits {
+                r.limits.clone()
+            } else {
+                r.requests.clone()
+            }
+        })
+        .unwrap_or_default()
     };
     let mut changed = Vec::new();
     for limits in [false, true] {
@@ -154,9 +162,11 @@ fn changed_resources(
 /// The container's `resizePolicy` for `resource` says `RestartContainer` (the default,
 /// `NotRequired`, resizes in place).
 fn restarts_on(container: &Container, resource: &str) -> bool {
-    container.resize_policy.iter().flatten().any(|p| {
-        p.resource_name == resource && p.restart_policy == "RestartContainer"
-    })
+    container
+        .resize_policy
+        .iter()
+        .flatten()
+        .any(|p| p.resource_name == resource && p.restart_policy == "RestartContainer")
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -268,15 +278,28 @@ mod tests {
         let pod = ready_pod("a", "nginx:alpine");
         assert!(is_available(&pod));
         let mut qualified = pod.clone();
-        qualified.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].image =
-            "docker.io/library/nginx:alpine".into();
+        qualified
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .image = "docker.io/library/nginx:alpine".into();
         assert!(is_available(&qualified));
     }
 
     #[test]
     fn unready_unavailable_labelled_or_mid_upgrade_pods_are_not_available() {
         let mut unready = ready_pod("a", "nginx:alpine");
-        unready.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].status = "False".into();
+        unready
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()[0]
+            .status = "False".into();
         assert!(!is_available(&unready));
         let mut labelled = ready_pod("a", "nginx:alpine");
         labelled
@@ -317,10 +340,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert("unavailable-pod.kruise.io/x".into(), "1".into());
-        assert_eq!(
-            classify_update(&old, &labelled),
-            Some(PubOperation::Update)
-        );
+        assert_eq!(classify_update(&old, &labelled), Some(PubOperation::Update));
         // Keeping a label that was already there is not a new disruption.
         assert_eq!(classify_update(&labelled, &labelled.clone()), None);
         let mut image = old.clone();
@@ -348,14 +368,15 @@ mod tests {
             }]);
         let mut old_with_policy = old.clone();
         old_with_policy.spec.as_mut().unwrap().containers[0].resize_policy =
-            restart.spec.as_ref().unwrap().containers[0].resize_policy.clone();
+            restart.spec.as_ref().unwrap().containers[0]
+                .resize_policy
+                .clone();
         assert_eq!(
             classify_update(&old_with_policy, &restart),
             Some(PubOperation::Update)
         );
         let mut static_old = old.clone();
-        static_old.metadata.annotations =
-            Some(BTreeMap::from([(MIRROR_POD.into(), "x".into())]));
+        static_old.metadata.annotations = Some(BTreeMap::from([(MIRROR_POD.into(), "x".into())]));
         let mut static_new = with_resources(ready_pod("a", "i"), resources("2", "2Gi", false));
         static_new.metadata.annotations = static_old.metadata.annotations.clone();
         assert_eq!(

@@ -64,14 +64,20 @@ pub async fn reconcile(pub_: Arc<PodUnavailableBudget>, ctx: Arc<Context>) -> Re
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     for pod in &outcome.to_annotate {
         let patch = serde_json::json!({"metadata": {"annotations": {keys::PUB_RELATED: name}}});
-        match pods_api.patch(pod, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match pods_api
+            .patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
     for pod in &outcome.not_deleted {
-        if let Some(p) = pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod)) {
+        if let Some(p) = pods
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(pod))
+        {
             ctx.events.warning(
                 &pod_reference(p),
                 events::EVENT_PUB_NOT_DELETED,
@@ -80,14 +86,20 @@ pub async fn reconcile(pub_: Arc<PodUnavailableBudget>, ctx: Arc<Context>) -> Re
         }
     }
     if outcome.no_pods {
-        ctx.events
-            .normal(&pub_.object_ref(&()), events::EVENT_PUB_NO_PODS, events::NO_PODS_MSG);
+        ctx.events.normal(
+            &pub_.object_ref(&()),
+            events::EVENT_PUB_NO_PODS,
+            events::NO_PODS_MSG,
+        );
     }
     if pub_.status.as_ref() != Some(&outcome.status) {
         let mut next = (*pub_).clone();
         next.status = Some(outcome.status);
         let api: Api<PodUnavailableBudget> = Api::namespaced(ctx.client.clone(), &namespace);
-        match api.replace_status(&name, &PostParams::default(), &next).await {
+        match api
+            .replace_status(&name, &PostParams::default(), &next)
+            .await
+        {
             Ok(_) => {}
             Err(e) if is_conflict(&e) => return Ok(Action::requeue(AFTER_CONFLICT)),
             Err(e) if is_not_found(&e) => return Ok(Action::await_change()),
@@ -119,7 +131,13 @@ async fn protected_pods(
     if let Some(target) = &pub_.spec.target_ref {
         let Some(w) = ctx
             .resolver
-            .get(&ctx.client, namespace, &target.api_version, &target.kind, &target.name)
+            .get(
+                &ctx.client,
+                namespace,
+                &target.api_version,
+                &target.kind,
+                &target.name,
+            )
             .await?
         else {
             return Ok((Vec::new(), 0));
@@ -127,7 +145,10 @@ async fn protected_pods(
         let mut pods = ctx.pods.owned_by(&w.uid);
         if w.is_deployment {
             for rs in ctx.replicasets.owned_by(&w.uid) {
-                pods.extend(ctx.pods.owned_by(rs.metadata.uid.as_deref().unwrap_or_default()));
+                pods.extend(
+                    ctx.pods
+                        .owned_by(rs.metadata.uid.as_deref().unwrap_or_default()),
+                );
             }
         }
         pods.retain(|p| predicates::is_active(p));
@@ -147,7 +168,11 @@ async fn protected_pods(
         }
         return Ok((pods, w.replicas));
     }
-    let Some(selector) = pub_.spec.selector.as_ref().filter(|s| !matching::is_empty_selector(s))
+    let Some(selector) = pub_
+        .spec
+        .selector
+        .as_ref()
+        .filter(|s| !matching::is_empty_selector(s))
     else {
         return Ok((Vec::new(), 0));
     };
@@ -179,7 +204,11 @@ async fn protected_pods(
     }
     let mut expected = 0;
     for (api_version, WorkloadRef { kind, name, .. }) in owners {
-        if let Some(w) = ctx.resolver.get(&ctx.client, namespace, &api_version, &kind, &name).await? {
+        if let Some(w) = ctx
+            .resolver
+            .get(&ctx.client, namespace, &api_version, &kind, &name)
+            .await?
+        {
             expected += w.replicas;
         }
     }

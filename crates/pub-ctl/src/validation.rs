@@ -41,7 +41,8 @@ pub fn validate(
             }
         }
         (Some(selector), None) => {
-            let invalid = kruise_ordering::selector::matches(selector, &Default::default()).is_err();
+            let invalid =
+                kruise_ordering::selector::matches(selector, &Default::default()).is_err();
             if invalid || matching::is_empty_selector(selector) {
                 errors.push(field::invalid_detail(
                     "spec.selector",
@@ -52,7 +53,10 @@ pub fn validate(
     }
     match (&spec.max_unavailable, &spec.min_available) {
         (None, None) => errors.push(field::invalid_detail("spec", keys::PUB_MSG_NO_BUDGET)),
-        (Some(_), Some(_)) => errors.push(field::invalid_detail("spec", keys::PUB_MSG_BUDGET_EXCLUSIVE)),
+        (Some(_), Some(_)) => errors.push(field::invalid_detail(
+            "spec",
+            keys::PUB_MSG_BUDGET_EXCLUSIVE,
+        )),
         (Some(v), None) => errors.extend(budget_value("spec.maxUnavailable", v)),
         (None, Some(v)) => errors.extend(budget_value("spec.minAvailable", v)),
     }
@@ -73,13 +77,21 @@ fn budget_value(path: &str, value: &IntOrString) -> Option<FieldError> {
         IntOrString::String(s) => s.clone(),
     };
     match Amount::parse(value) {
-        Err(_) => Some(field::invalid(path, shown, "must be an integer or percentage (e.g '5%')")),
-        Ok(Amount::Absolute(n)) if n < 0 => {
-            Some(field::invalid(path, shown, "must be greater than or equal to 0"))
-        }
-        Ok(Amount::Percent(p)) if p < 0.0 => {
-            Some(field::invalid(path, shown, "must be greater than or equal to 0"))
-        }
+        Err(_) => Some(field::invalid(
+            path,
+            shown,
+            "must be an integer or percentage (e.g '5%')",
+        )),
+        Ok(Amount::Absolute(n)) if n < 0 => Some(field::invalid(
+            path,
+            shown,
+            "must be greater than or equal to 0",
+        )),
+        Ok(Amount::Percent(p)) if p < 0.0 => Some(field::invalid(
+            path,
+            shown,
+            "must be greater than or equal to 0",
+        )),
         Ok(Amount::Percent(p)) if p > 100.0 => {
             Some(field::invalid(path, shown, "must not be greater than 100%"))
         }
@@ -194,18 +206,42 @@ spec:
                 "spec: {maxUnavailable: 1, selector: {matchLabels: {a: b}}, targetRef: {apiVersion: apps/v1, kind: Deployment, name: d}}",
                 keys::PUB_MSG_SELECTOR_AND_TARGET_REF,
             ),
-            ("spec: {maxUnavailable: 1, targetRef: {apiVersion: apps/v1, kind: Deployment}}", keys::PUB_MSG_EMPTY_TARGET_REF),
-            ("spec: {maxUnavailable: 1, targetRef: {apiVersion: a/b/c, kind: D, name: d}}", "spec.targetRef.apiVersion"),
-            ("spec: {maxUnavailable: 1, selector: {}}", keys::PUB_MSG_EMPTY_SELECTOR),
+            (
+                "spec: {maxUnavailable: 1, targetRef: {apiVersion: apps/v1, kind: Deployment}}",
+                keys::PUB_MSG_EMPTY_TARGET_REF,
+            ),
+            (
+                "spec: {maxUnavailable: 1, targetRef: {apiVersion: a/b/c, kind: D, name: d}}",
+                "spec.targetRef.apiVersion",
+            ),
+            (
+                "spec: {maxUnavailable: 1, selector: {}}",
+                keys::PUB_MSG_EMPTY_SELECTOR,
+            ),
             (
                 "spec: {maxUnavailable: 1, selector: {matchExpressions: [{key: a, operator: Bogus}]}}",
                 keys::PUB_MSG_EMPTY_SELECTOR,
             ),
-            ("spec: {selector: {matchLabels: {a: b}}}", keys::PUB_MSG_NO_BUDGET),
-            ("spec: {selector: {matchLabels: {a: b}}, maxUnavailable: 1, minAvailable: 1}", keys::PUB_MSG_BUDGET_EXCLUSIVE),
-            ("spec: {selector: {matchLabels: {a: b}}, maxUnavailable: -1}", "spec.maxUnavailable: Invalid value: -1: must be greater than or equal to 0"),
-            ("spec: {selector: {matchLabels: {a: b}}, minAvailable: 120%}", "spec.minAvailable: Invalid value: 120%: must not be greater than 100%"),
-            ("spec: {selector: {matchLabels: {a: b}}, minAvailable: lots}", "must be an integer or percentage"),
+            (
+                "spec: {selector: {matchLabels: {a: b}}}",
+                keys::PUB_MSG_NO_BUDGET,
+            ),
+            (
+                "spec: {selector: {matchLabels: {a: b}}, maxUnavailable: 1, minAvailable: 1}",
+                keys::PUB_MSG_BUDGET_EXCLUSIVE,
+            ),
+            (
+                "spec: {selector: {matchLabels: {a: b}}, maxUnavailable: -1}",
+                "spec.maxUnavailable: Invalid value: -1: must be greater than or equal to 0",
+            ),
+            (
+                "spec: {selector: {matchLabels: {a: b}}, minAvailable: 120%}",
+                "spec.minAvailable: Invalid value: 120%: must not be greater than 100%",
+            ),
+            (
+                "spec: {selector: {matchLabels: {a: b}}, minAvailable: lots}",
+                "must be an integer or percentage",
+            ),
         ];
         for (spec, needle) in cases {
             let pub_ = parse(&format!("metadata: {{name: p, namespace: ns}}\n{spec}"));
@@ -223,14 +259,24 @@ spec:
             (keys::PUB_PROTECT_TOTAL_REPLICAS, "-1"),
         ] {
             let mut pub_ = parse(TARGET);
-            pub_.metadata.annotations = Some(BTreeMap::from([(key.to_string(), value.to_string())]));
+            pub_.metadata.annotations =
+                Some(BTreeMap::from([(key.to_string(), value.to_string())]));
             let got = messages(&validate(&pub_, None, &[]));
-            assert!(got.contains(&format!("annotation[{key}] is invalid")), "{value}: {got}");
+            assert!(
+                got.contains(&format!("annotation[{key}] is invalid")),
+                "{value}: {got}"
+            );
         }
         let mut ok = parse(TARGET);
         ok.metadata.annotations = Some(BTreeMap::from([
-            (keys::PUB_PROTECT_OPERATIONS.to_string(), "DELETE, RESIZE".to_string()),
-            (keys::PUB_PROTECT_TOTAL_REPLICAS.to_string(), "15".to_string()),
+            (
+                keys::PUB_PROTECT_OPERATIONS.to_string(),
+                "DELETE, RESIZE".to_string(),
+            ),
+            (
+                keys::PUB_PROTECT_TOTAL_REPLICAS.to_string(),
+                "15".to_string(),
+            ),
         ]));
         assert!(validate(&ok, None, &[]).is_empty());
     }
@@ -250,14 +296,32 @@ spec:
         let mut same_target = parse(TARGET);
         same_target.metadata.name = Some("other".into());
         same_target.spec.target_ref.as_mut().unwrap().api_version = "apps.kruise.io/v1beta1".into();
-        let got = messages(&validate(&parse(TARGET), None, std::slice::from_ref(&same_target)));
-        assert!(got.contains("pub.spec.targetReference is in conflict with other PodUnavailableBudget other"), "{got}");
+        let got = messages(&validate(
+            &parse(TARGET),
+            None,
+            std::slice::from_ref(&same_target),
+        ));
+        assert!(
+            got.contains(
+                "pub.spec.targetReference is in conflict with other PodUnavailableBudget other"
+            ),
+            "{got}"
+        );
 
         let mut overlapping = parse(SELECTOR);
         overlapping.metadata.name = Some("wide".into());
-        overlapping.spec.selector = Some(serde_saphyr::from_str("matchExpressions: [{key: app, operator: Exists}]").unwrap());
-        let got = messages(&validate(&parse(SELECTOR), None, std::slice::from_ref(&overlapping)));
-        assert!(got.contains("pub.spec.selector is in conflict with other PodUnavailableBudget wide"), "{got}");
+        overlapping.spec.selector = Some(
+            serde_saphyr::from_str("matchExpressions: [{key: app, operator: Exists}]").unwrap(),
+        );
+        let got = messages(&validate(
+            &parse(SELECTOR),
+            None,
+            std::slice::from_ref(&overlapping),
+        ));
+        assert!(
+            got.contains("pub.spec.selector is in conflict with other PodUnavailableBudget wide"),
+            "{got}"
+        );
 
         // Other namespaces and disjoint selectors never conflict.
         let mut elsewhere = overlapping.clone();

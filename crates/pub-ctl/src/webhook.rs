@@ -119,7 +119,11 @@ pub fn configurations(
         "kruise-pub",
         watch_namespace,
         vec![
-            validating_webhook("vpodunavailablebudget.kb.io", VALIDATE_PUB_PATH, vec![pub_rule]),
+            validating_webhook(
+                "vpodunavailablebudget.kb.io",
+                VALIDATE_PUB_PATH,
+                vec![pub_rule],
+            ),
             pod_hook,
         ],
     );
@@ -153,7 +157,10 @@ fn validate_pub_request(
         .filter(|p| p.metadata.namespace.as_deref() == req.namespace.as_deref())
         .map(|p| (*p).clone())
         .collect();
-    let old = req.old_object.as_ref().filter(|_| req.operation == Operation::Update);
+    let old = req
+        .old_object
+        .as_ref()
+        .filter(|_| req.operation == Operation::Update);
     let errors = validation::validate(pub_, old, &others);
     Ok(if errors.is_empty() {
         response
@@ -207,7 +214,8 @@ async fn mutate_pod(
         "path": format!("/metadata/annotations/{}", keys::PUB_RELATED.replace('~', "~0").replace('/', "~1")),
         "value": name,
     }));
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops)).map_err(internal)?;
+    let patch: json_patch::Patch =
+        serde_json::from_value(serde_json::Value::Array(ops)).map_err(internal)?;
     response.with_patch(patch).map_err(internal)
 }
 
@@ -324,7 +332,10 @@ pub async fn admit(
             Spend::Write(status) => {
                 let mut next = newest;
                 next.status = Some(status);
-                match api.replace_status(&pub_name, &PostParams::default(), &next).await {
+                match api
+                    .replace_status(&pub_name, &PostParams::default(), &next)
+                    .await
+                {
                     Ok(written) => {
                         *last_written = Some(written);
                         return Ok(None);

@@ -9,10 +9,10 @@ use std::sync::Mutex;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kruise_runtime::Cache;
 use kube::Client;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-use kruise_runtime::Cache;
 
 use crate::error::{Result, is_not_found};
 use crate::matching::{WorkloadRef, group_of};
@@ -44,9 +44,19 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    async fn resource(&self, client: &Client, api_version: &str, kind: &str) -> Result<Option<ApiResource>> {
+    async fn resource(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<ApiResource>> {
         let key = (api_version.to_string(), kind.to_string());
-        if let Some(ar) = self.resources.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        if let Some(ar) = self
+            .resources
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+        {
             return Ok(Some(ar));
         }
         let (group, version) = match api_version.split_once('/') {
@@ -91,7 +101,11 @@ impl Resolver {
             let deleting = obj.metadata.deletion_timestamp.is_some();
             return Ok(Some(Workload {
                 uid: obj.metadata.uid.unwrap_or_default(),
-                replicas: if deleting { 0 } else { i32::try_from(replicas).unwrap_or(i32::MAX) },
+                replicas: if deleting {
+                    0
+                } else {
+                    i32::try_from(replicas).unwrap_or(i32::MAX)
+                },
                 scale_selector: None,
                 is_deployment: group == "apps" && kind == "Deployment",
             }));
@@ -107,7 +121,10 @@ impl Resolver {
         Ok(Some(Workload {
             uid: scale.metadata.uid.unwrap_or_default(),
             replicas: scale.spec.and_then(|s| s.replicas).unwrap_or(0),
-            scale_selector: scale.status.and_then(|s| s.selector).filter(|s| !s.is_empty()),
+            scale_selector: scale
+                .status
+                .and_then(|s| s.selector)
+                .filter(|s| !s.is_empty()),
             is_deployment: false,
         }))
     }

@@ -2935,10 +2935,11 @@ spec:
     .await;
     let pods: Api<Pod> = ns.api();
     let listed = pods.list(&ListParams::default()).await.unwrap().items;
-    assert!(listed.iter().all(|p| p
-        .annotations()
-        .get(kruise_api::keys::PUB_RELATED)
-        .is_some_and(|v| v == "web-pub")));
+    assert!(listed.iter().all(|p| {
+        p.annotations()
+            .get(kruise_api::keys::PUB_RELATED)
+            .is_some_and(|v| v == "web-pub")
+    }));
     let err = pods
         .evict(&listed[0].name_any(), &Default::default())
         .await
