@@ -10,8 +10,9 @@ macro_rules! gates {
     ($($konst:ident = $name:literal => $default:literal,)*) => {
         $(#[doc = concat!("`", $name, "` (default ", stringify!($default), ").")]
         pub const $konst: &str = $name;)*
-        /// Every gate with its default, as upstream OpenKruise defines them (but where a
-        /// seed says otherwise: `ResourcesDeletionProtection`).
+        /// Every gate with its default, as upstream OpenKruise defines them, except where
+        /// a seed says otherwise: `ResourcesDeletionProtection` off,
+        /// `PodUnavailableBudgetUpdateGate` on.
         pub const DEFAULTS: &[(&str, bool)] = &[$(($name, $default),)*];
     };
 }
@@ -29,7 +30,9 @@ gates! {
     RESOURCES_DELETION_PROTECTION = "ResourcesDeletionProtection" => false,
     WORKLOAD_SPREAD = "WorkloadSpread" => true,
     POD_UNAVAILABLE_BUDGET_DELETE_GATE = "PodUnavailableBudgetDeleteGate" => true,
-    POD_UNAVAILABLE_BUDGET_UPDATE_GATE = "PodUnavailableBudgetUpdateGate" => false,
+    // On here, off upstream: the seeds describe update protection as part of PUB
+    // (spec pod-safety.md 1.3.8; the seed wins). Only pub-ctl reads it.
+    POD_UNAVAILABLE_BUDGET_UPDATE_GATE = "PodUnavailableBudgetUpdateGate" => true,
     TEMPLATE_NO_DEFAULTS = "TemplateNoDefaults" => false,
     IN_PLACE_UPDATE_ENV_FROM_METADATA = "InPlaceUpdateEnvFromMetadata" => true,
     STATEFULSET_AUTO_DELETE_PVC = "StatefulSetAutoDeletePVC" => true,
@@ -178,6 +181,9 @@ mod tests {
         assert!(!g.enabled(CLONESET_SHORT_HASH));
         assert!(!g.enabled(CLONESET_PARTITION_ROLLBACK));
         assert!(!g.enabled(PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE));
+        assert!(g.enabled(POD_UNAVAILABLE_BUDGET_DELETE_GATE));
+        // The one deliberate difference from upstream (the seeds win).
+        assert!(g.enabled(POD_UNAVAILABLE_BUDGET_UPDATE_GATE));
         assert_eq!(FeatureGates::parse("").unwrap(), g);
     }
 

@@ -395,6 +395,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             persistentpodstate_ctl::webhook::configurations(None),
             "persistentpodstate-webhook",
         ),
+        (
+            "pub",
+            pub_ctl::webhook::configurations(None),
+            "podunavailablebudget-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1147,6 +1152,65 @@ const PERSISTENTPODSTATE_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const PUB_CHECKS: &str = "
+    yes watch  podunavailablebudgets.policy.kruise.io                  *
+    yes list   podunavailablebudgets.policy.kruise.io                  default
+    yes get    podunavailablebudgets.policy.kruise.io                  default
+    yes update podunavailablebudgets.policy.kruise.io#status           default
+    yes watch  pods                                                    *
+    yes get    pods                                                    default
+    yes patch  pods                                                    default
+    yes watch  replicasets.apps                                        *
+    yes get    deployments.apps                                        default
+    yes get    statefulsets.apps                                       default
+    yes get    clonesets.apps.kruise.io                                default
+    yes get    statefulsets.apps.kruise.io                             default
+    # A user's workload: its scale subresource only.
+    yes get    myworkloads.example.com#scale                           default
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/podunavailablebudget-controller kruise-system
+    yes get    secrets/podunavailablebudget-webhook-ca                 kruise-system
+    yes update secrets/podunavailablebudget-webhook-ca                 kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-pub-validating   *
+    yes create mutatingwebhookconfigurations/kruise-pub-mutating       *
+    # PUBs are the users': written only through their status, by update (never apply).
+    no  create podunavailablebudgets.policy.kruise.io                  default
+    no  update podunavailablebudgets.policy.kruise.io                  default
+    no  patch  podunavailablebudgets.policy.kruise.io                  default
+    no  delete podunavailablebudgets.policy.kruise.io                  default
+    no  patch  podunavailablebudgets.policy.kruise.io#status           default
+    # Pods are annotated, never created, deleted, evicted, replaced or resized.
+    no  create pods                                                    default
+    no  delete pods                                                    default
+    no  update pods                                                    default
+    no  create pods#eviction                                           default
+    no  patch  pods#status                                             default
+    no  patch  pods#resize                                             default
+    # Workloads are only read, and a user's CRD only through its scale.
+    no  list   deployments.apps                                        default
+    no  patch  deployments.apps                                        default
+    no  update deployments.apps#scale                                  default
+    no  patch  clonesets.apps.kruise.io                                default
+    no  get    myworkloads.example.com                                 default
+    no  update myworkloads.example.com#scale                           default
+    # Secrets: its CA Secret only.
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    no  get    secrets/cloneset-webhook-ca                             kruise-system
+    no  create secrets                                                 kruise-system
+    no  get    configmaps                                              default
+    no  list   nodes                                                   *
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  delete validatingwebhookconfigurations/kruise-pub-validating   *
+    no  list   mutatingwebhookconfigurations                           *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     let client = kruise_e2e::client().await;
@@ -1164,6 +1228,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("daemonset-ctl", DAEMONSET_CHECKS),
         ("protection-ctl", PROTECTION_CHECKS),
         ("persistentpodstate-ctl", PERSISTENTPODSTATE_CHECKS),
+        ("pub-ctl", PUB_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -3159,4 +3224,66 @@ spec:
         "{err}"
     );
     run.finish(persistentpodstate_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pub_ctl_runs_on_its_overlay_rbac_alone() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kruise_api::policy_v1alpha1::PodUnavailableBudget;
+    let run = OnItsRbac::start("pub-ctl", "deploy-pub").await;
+    let ns = &run.ns;
+    ns.apply(
+        r#"apiVersion: policy.kruise.io/v1alpha1
+kind: PodUnavailableBudget
+metadata:
+  name: web-pub
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxUnavailable: 0
+"#,
+    )
+    .await
+    .expect("create PUB");
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}}}}))
+    .unwrap();
+    ns.api::<Deployment>()
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("deployment");
+    let pubs = ns.api::<PodUnavailableBudget>();
+    wait_for("the PUB's status", MINUTE, || async {
+        let s = pubs
+            .get("web-pub")
+            .await
+            .map_err(|e| e.to_string())?
+            .status
+            .unwrap_or_default();
+        if (s.total_replicas, s.desired_available, s.current_available) == (2, 2, 2) {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
+    let pods: Api<Pod> = ns.api();
+    let listed = pods.list(&ListParams::default()).await.unwrap().items;
+    assert!(listed.iter().all(|p| {
+        p.annotations()
+            .get(kruise_api::keys::PUB_RELATED)
+            .is_some_and(|v| v == "web-pub")
+    }));
+    let err = pods
+        .evict(&listed[0].name_any(), &Default::default())
+        .await
+        .expect_err("no budget");
+    assert!(
+        err.to_string()
+            .contains("\"web-pub\" is forbidden: pub unavailable allowed is negative"),
+        "{err}"
+    );
+    run.finish(pub_ctl::CONTROLLER_NAME).await;
 }

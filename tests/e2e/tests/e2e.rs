@@ -9,6 +9,8 @@ mod daemonset;
 mod deploy;
 mod persistentpodstate;
 mod protection;
+#[path = "pub.rs"]
+mod pub_;
 mod realnode;
 mod sidecarset;
 mod smoke;
