@@ -9,6 +9,7 @@
 //! so no other Secret of the cluster is ever cached.
 
 pub mod error;
+pub mod labels;
 pub mod events;
 pub mod plan;
 pub mod reconcile;
@@ -18,7 +19,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kruise_api::apps_v1alpha1::ResourceDistribution;
-use kruise_api::keys;
 use kruise_runtime::cache::{check_name, prune, prune_metadata};
 use kruise_runtime::{Cache, Reconciler, Runtime, Tolerant, gates};
 use kube::runtime::reflector::ObjectRef;
@@ -50,7 +50,7 @@ impl Context {
 /// `apps.kruise.io/resourcedistribution-scope=<its namespace>`, and a cluster-wide one
 /// every other RD, so two instances never write the same copies.
 pub fn manages(scope: Option<&str>, rd: &ResourceDistribution) -> bool {
-    let label = rd.labels().get(keys::RD_SCOPE_LABEL).map(String::as_str);
+    let label = rd.labels().get(crate::labels::SCOPE).map(String::as_str);
     match scope {
         Some(ns) => label == Some(ns),
         None => label.is_none(),
@@ -84,7 +84,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     );
     let namespaces = runtime.cluster_cache::<Namespace>(watcher::Config::default(), prune_namespace);
     // Only the copies this controller made: label-selected.
-    let managed = || watcher::Config::default().labels(keys::RD_MANAGED_BY_UID_LABEL);
+    let managed = || watcher::Config::default().labels(crate::labels::MANAGED_BY_UID);
     let secrets = Cache::spawn(
         Api::<Secret>::all(client.clone()),
         managed(),

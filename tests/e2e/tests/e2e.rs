@@ -8,6 +8,7 @@ mod cronjob;
 mod daemonset;
 mod deploy;
 mod realnode;
+mod resourcedistribution;
 mod sidecarset;
 mod smoke;
 mod statefulset;

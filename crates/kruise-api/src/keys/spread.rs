@@ -122,18 +122,3 @@ pub const GATE_RESOURCE_DISTRIBUTION: &str = "ResourceDistributionGate";
 pub const RD_MSG_GATE_DISABLED: &str = "feature-gate ResourceDistributionGate is not enabled";
 /// Validation: apiVersion, kind or name of the resource changed on update.
 pub const RD_MSG_RESOURCE_IMMUTABLE: &str = "resource apiVersion, kind, and name are immutable";
-/// Label on distributed copies: the UID of the RD that controls them. Not upstream's: it
-/// lets the controller watch only the Secrets and ConfigMaps it manages (a label
-/// selector), instead of caching every Secret of the cluster. Ownership itself is the
-/// controller ownerReference.
-pub const RD_MANAGED_BY_UID_LABEL: &str = "apps.kruise.io/resourcedistribution-uid";
-/// Label on a ResourceDistribution handled by a namespace-scoped controller instance
-/// (tests, namespaced installs) whose watch namespace is the value. RDs are
-/// cluster-scoped, so this is how such an instance knows which ones are its own; a
-/// cluster-wide instance leaves RDs carrying it alone.
-pub const RD_SCOPE_LABEL: &str = "apps.kruise.io/resourcedistribution-scope";
-/// Validation: the resource is not a Secret or ConfigMap.
-pub const RD_MSG_UNSUPPORTED_KIND: &str =
-    "unknown or unsupported resource GroupKind, only support [Secret ConfigMap]";
-/// The controller's name: event reporter, Lease, field manager.
-pub const RD_CONTROLLER_NAME: &str = "resourcedistribution-controller";

@@ -79,7 +79,7 @@ impl Source {
         };
         let mut labels = string_map("labels");
         labels.insert(
-            keys::RD_MANAGED_BY_UID_LABEL.into(),
+            crate::labels::MANAGED_BY_UID.into(),
             Value::String(self.rd_uid.clone()),
         );
         let mut annotations = string_map("annotations");
@@ -128,7 +128,7 @@ impl Source {
         }
         let labelled = existing
             .pointer("/metadata/labels")
-            .and_then(|l| l.get(keys::RD_MANAGED_BY_UID_LABEL))
+            .and_then(|l| l.get(crate::labels::MANAGED_BY_UID))
             .and_then(Value::as_str)
             == Some(self.rd_uid.as_str());
         if labelled && content(self.kind(), &self.resource) == content(self.kind(), existing) {
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(copy["metadata"]["name"], "app-token");
         assert_eq!(copy["metadata"]["namespace"], "ns-1");
         assert_eq!(copy["metadata"]["labels"]["app"], "demo");
-        assert_eq!(copy["metadata"]["labels"][keys::RD_MANAGED_BY_UID_LABEL], "uid-1");
+        assert_eq!(copy["metadata"]["labels"][crate::labels::MANAGED_BY_UID], "uid-1");
         let annotations = &copy["metadata"]["annotations"];
         assert_eq!(annotations[keys::RD_RESOURCE_FROM], "rd-secret");
         let hash = annotations[keys::RD_RESOURCE_HASHCODE].as_str().unwrap();
@@ -372,11 +372,11 @@ mod tests {
         copy["metadata"]["labels"]
             .as_object_mut()
             .unwrap()
-            .remove(keys::RD_MANAGED_BY_UID_LABEL);
+            .remove(crate::labels::MANAGED_BY_UID);
         let Existing::Update(updated) = s.judge(&copy) else {
             panic!("expected an update");
         };
-        assert_eq!(updated["metadata"]["labels"][keys::RD_MANAGED_BY_UID_LABEL], "uid-1");
+        assert_eq!(updated["metadata"]["labels"][crate::labels::MANAGED_BY_UID], "uid-1");
     }
 
     #[test]

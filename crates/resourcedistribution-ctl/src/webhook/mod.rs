@@ -20,6 +20,10 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+/// Spec 3.3: only Secrets and ConfigMaps (upstream prints its GroupKind list).
+pub const UNSUPPORTED_KIND: &str =
+    "unknown or unsupported resource GroupKind, only support [Secret ConfigMap]";
+
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-resourcedistribution";
 
 /// `ValidateNamespaceName`'s DNS-1123 label message.
@@ -60,7 +64,7 @@ fn resource_errors(resource: Option<&Value>, old: Option<&Value>) -> Vec<FieldEr
         return vec![invalid(
             "spec.resource",
             format!("{api_version}, Kind={kind}"),
-            keys::RD_MSG_UNSUPPORTED_KIND,
+            UNSUPPORTED_KIND,
         )];
     }
     let name = resource
@@ -240,7 +244,7 @@ pub fn configurations(
     );
     webhook.object_selector = watch_namespace.map(|ns| LabelSelector {
         match_labels: Some(BTreeMap::from([(
-            keys::RD_SCOPE_LABEL.to_string(),
+            crate::labels::SCOPE.to_string(),
             ns.to_string(),
         )])),
         ..Default::default()

@@ -39,7 +39,7 @@ fn only_secrets_and_configmaps() {
     assert_eq!(m.len(), 1);
     assert!(m[0].starts_with("spec.resource: Invalid value"), "{m:?}");
     assert!(
-        m[0].ends_with("unknown or unsupported resource GroupKind, only support [Secret ConfigMap]"),
+        m[0].ends_with(UNSUPPORTED_KIND),
         "{m:?}"
     );
     let cm = rd(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}), json!({}));
@@ -115,7 +115,7 @@ fn a_scoped_instance_sees_only_its_labelled_rds() {
     assert_eq!(w.name, "vresourcedistribution.kb.io");
     assert!(w.namespace_selector.is_none());
     let selector = w.object_selector.as_ref().unwrap().match_labels.as_ref().unwrap();
-    assert_eq!(selector[keys::RD_SCOPE_LABEL], "t1");
+    assert_eq!(selector[crate::labels::SCOPE], "t1");
     let (cluster, _) = configurations(None);
     let w = &cluster[0].webhooks.as_ref().unwrap()[0];
     assert!(w.object_selector.is_none());
