@@ -9,8 +9,8 @@
 //! so no other Secret of the cluster is ever cached.
 
 pub mod error;
-pub mod labels;
 pub mod events;
+pub mod labels;
 pub mod plan;
 pub mod reconcile;
 pub mod webhook;
@@ -82,7 +82,8 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             .readiness
             .register(check_name::<ResourceDistribution>()),
     );
-    let namespaces = runtime.cluster_cache::<Namespace>(watcher::Config::default(), prune_namespace);
+    let namespaces =
+        runtime.cluster_cache::<Namespace>(watcher::Config::default(), prune_namespace);
     // Only the copies this controller made: label-selected.
     let managed = || watcher::Config::default().labels(crate::labels::MANAGED_BY_UID);
     let secrets = Cache::spawn(

@@ -69,7 +69,13 @@ pub async fn reconcile(rd: Arc<ResourceDistribution>, ctx: Arc<Context>) -> Resu
 
     let now = Time(jiff::Timestamp::now());
     let generation = rd.meta().generation.unwrap_or_default();
-    let status = compute_status(rd.status.as_ref(), generation, &plan.matched, &failures, &now);
+    let status = compute_status(
+        rd.status.as_ref(),
+        generation,
+        &plan.matched,
+        &failures,
+        &now,
+    );
     if rd.status.as_ref() != Some(&status) {
         let api: Api<ResourceDistribution> = Api::all(ctx.client.clone());
         kruise_runtime::apply_status(&api, &rd, &status, crate::CONTROLLER_NAME).await?;
@@ -170,11 +176,13 @@ async fn write_copy(
     let as_object = |v: &Value| serde_json::from_value::<DynamicObject>(v.clone());
     match write {
         Write::Update { object, .. } => {
-            let object = as_object(object).map_err(|_| keys::RD_CONDITION_UPDATE_RESOURCE_FAILED)?;
+            let object =
+                as_object(object).map_err(|_| keys::RD_CONDITION_UPDATE_RESOURCE_FAILED)?;
             replace(&api, source, &object).await
         }
         Write::Create { namespace, object } => {
-            let object = as_object(object).map_err(|_| keys::RD_CONDITION_CREATE_RESOURCE_FAILED)?;
+            let object =
+                as_object(object).map_err(|_| keys::RD_CONDITION_CREATE_RESOURCE_FAILED)?;
             match api.create(&PostParams::default(), &object).await {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -250,7 +258,10 @@ async fn delete_copies(
     .await;
     for (d, result) in deletes.iter().zip(results) {
         if result.is_err() {
-            failures.add(keys::RD_CONDITION_DELETE_RESOURCE_FAILED, d.namespace.clone());
+            failures.add(
+                keys::RD_CONDITION_DELETE_RESOURCE_FAILED,
+                d.namespace.clone(),
+            );
         }
     }
 }

@@ -56,7 +56,10 @@ impl Drop for Owned {
             return;
         }
         for rd in &self.rds {
-            let _ = kruise_e2e::kubectl(&["delete", "resourcedistribution", rd, "--wait=false"], None);
+            let _ = kruise_e2e::kubectl(
+                &["delete", "resourcedistribution", rd, "--wait=false"],
+                None,
+            );
         }
         for ns in &self.namespaces {
             let _ = kruise_e2e::kubectl(&["delete", "namespace", ns, "--wait=false"], None);
@@ -102,7 +105,11 @@ fn app_token(token_b64: &str) -> Value {
 
 /// Waits until a dry-run create of `probe` is refused with `message`: the apiserver now
 /// calls this test's webhook (which only validates, so nothing else shows it).
-async fn wait_refused(api: &Api<ResourceDistribution>, probe: &ResourceDistribution, message: &str) {
+async fn wait_refused(
+    api: &Api<ResourceDistribution>,
+    probe: &ResourceDistribution,
+    message: &str,
+) {
     let dry_run = PostParams {
         dry_run: true,
         ..Default::default()
@@ -152,7 +159,10 @@ async fn wait_status(
     .await
 }
 
-fn failed_in(status: &kruise_api::apps_v1alpha1::ResourceDistributionStatus, condition: &str) -> Vec<String> {
+fn failed_in(
+    status: &kruise_api::apps_v1alpha1::ResourceDistributionStatus,
+    condition: &str,
+) -> Vec<String> {
     status
         .conditions
         .iter()
@@ -172,7 +182,12 @@ async fn seed_example_follows_namespaces_and_edits() {
     let api: Api<ResourceDistribution> = Api::all(client.clone());
     wait_refused(
         &api,
-        &rd(&ns, "-probe", json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}), json!({})),
+        &rd(
+            &ns,
+            "-probe",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}),
+            json!({}),
+        ),
         resourcedistribution_ctl::webhook::UNSUPPORTED_KIND,
     )
     .await;
@@ -208,26 +223,48 @@ async fn seed_example_follows_namespaces_and_edits() {
     .await;
     let status = created.status.unwrap();
     assert_eq!(status.conditions.len(), 6);
-    assert!(status.conditions.iter().all(|c| c.status == "False" && c.reason == "Succeeded"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .all(|c| c.status == "False" && c.reason == "Succeeded")
+    );
     let uid = created.metadata.uid.unwrap();
     for target in [&ns1, &ns2] {
-        let secret = copy(&client, target).await.unwrap_or_else(|| panic!("no copy in {target}"));
+        let secret = copy(&client, target)
+            .await
+            .unwrap_or_else(|| panic!("no copy in {target}"));
         assert_eq!(token(&secret), b"demo-token");
         let owner = &secret.owner_references()[0];
-        assert_eq!((owner.uid.as_str(), owner.controller), (uid.as_str(), Some(true)));
+        assert_eq!(
+            (owner.uid.as_str(), owner.controller),
+            (uid.as_str(), Some(true))
+        );
         assert_eq!(secret.annotations()[keys::RD_RESOURCE_FROM], name);
         assert_eq!(secret.annotations()[keys::RD_RESOURCE_HASHCODE].len(), 64);
         assert_eq!(secret.labels()["app"], "demo");
     }
     assert!(copy(&client, &ns3).await.is_none(), "ns-3 is no target");
+    let ns1_version = copy(&client, &ns1).await.unwrap().resource_version();
 
     // A new labelled namespace gets its copy.
     owned.namespace(&ns4, &[("group", &group)]).await;
     wait_for("a copy in the new labelled namespace", MINUTE, || async {
-        copy(&client, &ns4).await.map(|_| ()).ok_or("no copy yet".to_string())
+        copy(&client, &ns4)
+            .await
+            .map(|_| ())
+            .ok_or("no copy yet".to_string())
     })
     .await;
-    wait_status(&api, &name, "TOTAL 3", |s| (s.desired, s.succeeded) == (3, 3)).await;
+    wait_status(&api, &name, "TOTAL 3", |s| {
+        (s.desired, s.succeeded) == (3, 3)
+    })
+    .await;
+    // The reconciles the new namespace caused left the in-sync copy alone.
+    assert_eq!(
+        copy(&client, &ns1).await.unwrap().resource_version(),
+        ns1_version
+    );
 
     // Editing the source updates every copy.
     api.patch(
@@ -263,7 +300,10 @@ async fn seed_example_follows_namespaces_and_edits() {
         }
     })
     .await;
-    wait_status(&api, &name, "TOTAL 2 after the unlabel", |s| (s.desired, s.succeeded, s.failed) == (2, 2, 0)).await;
+    wait_status(&api, &name, "TOTAL 2 after the unlabel", |s| {
+        (s.desired, s.succeeded, s.failed) == (2, 2, 0)
+    })
+    .await;
 }
 
 /// A same-named Secret someone else made is left alone and reported (ConflictOccurred,
@@ -276,7 +316,12 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
     let api: Api<ResourceDistribution> = Api::all(client.clone());
     wait_refused(
         &api,
-        &rd(&ns, "-probe", json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}), json!({})),
+        &rd(
+            &ns,
+            "-probe",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}),
+            json!({}),
+        ),
         resourcedistribution_ctl::webhook::UNSUPPORTED_KIND,
     )
     .await;
@@ -300,7 +345,11 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"k": "not base64!"}}),
         json!({}),
     );
-    assert!(refusal(&api, &bad_data).await.contains("spec.resource: Invalid value: resource is invalid"));
+    assert!(
+        refusal(&api, &bad_data)
+            .await
+            .contains("spec.resource: Invalid value: resource is invalid")
+    );
 
     let (ns1, ns3) = (format!("{}-1", ns.name), format!("{}-3", ns.name));
     let mut owned = Owned::new(&client);
@@ -327,7 +376,10 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
         .await
         .expect("create RD");
     owned.rds.push(name.clone());
-    wait_status(&api, &name, "SUCCEED 1", |s| (s.desired, s.succeeded) == (1, 1)).await;
+    wait_status(&api, &name, "SUCCEED 1", |s| {
+        (s.desired, s.succeeded) == (1, 1)
+    })
+    .await;
 
     // The name of the resource cannot change.
     let renamed = api
@@ -338,7 +390,11 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
         )
         .await;
     match renamed {
-        Err(kube::Error::Api(s)) => assert!(s.message.contains(keys::RD_MSG_RESOURCE_IMMUTABLE), "{}", s.message),
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains(keys::RD_MSG_RESOURCE_IMMUTABLE),
+            "{}",
+            s.message
+        ),
         other => panic!("rename admitted: {other:?}"),
     }
 
@@ -369,7 +425,9 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
     assert!(!theirs.annotations().contains_key(keys::RD_RESOURCE_FROM));
 
     // The RD goes: the garbage collector takes our copy, never theirs.
-    api.delete(&name, &DeleteParams::default()).await.expect("delete RD");
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete RD");
     wait_for("our copy collected with the RD", MINUTE, || async {
         match copy(&client, &ns1).await {
             None => Ok(()),
@@ -377,7 +435,10 @@ async fn a_foreign_secret_is_left_alone_and_reported() {
         }
     })
     .await;
-    assert_eq!(token(&copy(&client, &ns3).await.expect("theirs stays")), b"theirs");
+    assert_eq!(
+        token(&copy(&client, &ns3).await.expect("theirs stays")),
+        b"theirs"
+    );
 }
 
 /// With ResourceDistributionGate off (upstream's default) every RD is refused.
@@ -388,7 +449,16 @@ async fn gate_off_refuses_every_rd() {
     let api: Api<ResourceDistribution> = Api::all(ns.client.clone());
     let probe = rd(&ns, "", app_token("ZGVtby10b2tlbg=="), json!({}));
     wait_refused(&api, &probe, keys::RD_MSG_GATE_DISABLED).await;
-    match api.create(&PostParams { dry_run: true, ..Default::default() }, &probe).await {
+    match api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &probe,
+        )
+        .await
+    {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 403),
         other => panic!("admitted: {other:?}"),
     }

@@ -57,11 +57,7 @@ impl Source {
     pub fn hashcode(&self) -> String {
         let bytes = serde_json::to_vec(&self.resource).unwrap_or_default();
         let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
-        digest
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The copy to create in `namespace`: the source's content and its name, labels,
@@ -148,8 +144,13 @@ impl Source {
         let mut object = self.desired(namespace);
         let meta = &mut object["metadata"];
         for key in ["labels", "annotations"] {
-            if let Some(old) = existing.pointer(&format!("/metadata/{key}")).and_then(Value::as_object) {
-                let merged = meta[key].as_object_mut().expect("desired has labels and annotations");
+            if let Some(old) = existing
+                .pointer(&format!("/metadata/{key}"))
+                .and_then(Value::as_object)
+            {
+                let merged = meta[key]
+                    .as_object_mut()
+                    .expect("desired has labels and annotations");
                 for (k, v) in old {
                     merged.entry(k.clone()).or_insert_with(|| v.clone());
                 }
@@ -278,7 +279,10 @@ mod tests {
         assert_eq!(copy["metadata"]["name"], "app-token");
         assert_eq!(copy["metadata"]["namespace"], "ns-1");
         assert_eq!(copy["metadata"]["labels"]["app"], "demo");
-        assert_eq!(copy["metadata"]["labels"][crate::labels::MANAGED_BY_UID], "uid-1");
+        assert_eq!(
+            copy["metadata"]["labels"][crate::labels::MANAGED_BY_UID],
+            "uid-1"
+        );
         let annotations = &copy["metadata"]["annotations"];
         assert_eq!(annotations[keys::RD_RESOURCE_FROM], "rd-secret");
         let hash = annotations[keys::RD_RESOURCE_HASHCODE].as_str().unwrap();
@@ -376,12 +380,16 @@ mod tests {
         let Existing::Update(updated) = s.judge(&copy) else {
             panic!("expected an update");
         };
-        assert_eq!(updated["metadata"]["labels"][crate::labels::MANAGED_BY_UID], "uid-1");
+        assert_eq!(
+            updated["metadata"]["labels"][crate::labels::MANAGED_BY_UID],
+            "uid-1"
+        );
     }
 
     #[test]
     fn configmap_empty_maps_count_as_absent() {
-        let a = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
+        let a =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
         let b = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
         assert_eq!(content("ConfigMap", &a), content("ConfigMap", &b));
         let c = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}});

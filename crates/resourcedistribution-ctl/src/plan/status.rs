@@ -15,7 +15,10 @@ pub struct Failures(BTreeMap<&'static str, BTreeSet<String>>);
 
 impl Failures {
     pub fn add(&mut self, condition: &'static str, namespace: impl Into<String>) {
-        self.0.entry(condition).or_default().insert(namespace.into());
+        self.0
+            .entry(condition)
+            .or_default()
+            .insert(namespace.into());
     }
 
     pub fn of(&self, condition: &str) -> impl Iterator<Item = &str> {
@@ -68,7 +71,11 @@ pub fn compute_status(
         .iter()
         .map(|&type_| {
             let namespaces: Vec<String> = failures.of(type_).map(str::to_string).collect();
-            let status = if namespaces.is_empty() { "False" } else { "True" };
+            let status = if namespaces.is_empty() {
+                "False"
+            } else {
+                "True"
+            };
             let previous = old
                 .into_iter()
                 .flat_map(|s| s.conditions.iter())
@@ -127,17 +134,29 @@ mod tests {
         assert_eq!(conflict.status, "True");
         assert_eq!(conflict.failed_namespaces, ["ns-3"]);
         let missing = &s.conditions[5];
-        assert_eq!((missing.status.as_str(), missing.reason.as_str()), ("False", "Succeeded"));
+        assert_eq!(
+            (missing.status.as_str(), missing.reason.as_str()),
+            ("False", "Succeeded")
+        );
     }
 
     #[test]
     fn a_delete_failure_in_an_unmatched_namespace_is_reported_but_not_counted() {
         let mut failures = Failures::default();
         failures.add(keys::RD_CONDITION_DELETE_RESOURCE_FAILED, "gone");
-        let s = compute_status(None, 1, &set(&["a"]), &failures, &at("2026-01-01T00:00:00Z"));
+        let s = compute_status(
+            None,
+            1,
+            &set(&["a"]),
+            &failures,
+            &at("2026-01-01T00:00:00Z"),
+        );
         assert_eq!((s.desired, s.succeeded, s.failed), (1, 1, 0));
         assert_eq!(s.conditions[3].failed_namespaces, ["gone"]);
-        assert_eq!(failures.retryable(), [(keys::RD_CONDITION_DELETE_RESOURCE_FAILED, 1)]);
+        assert_eq!(
+            failures.retryable(),
+            [(keys::RD_CONDITION_DELETE_RESOURCE_FAILED, 1)]
+        );
     }
 
     #[test]

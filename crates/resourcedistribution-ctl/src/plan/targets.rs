@@ -102,7 +102,9 @@ mod tests {
         ResourceDistributionTargetNamespaces {
             list: names
                 .iter()
-                .map(|n| ResourceDistributionNamespace { name: n.to_string() })
+                .map(|n| ResourceDistributionNamespace {
+                    name: n.to_string(),
+                })
                 .collect(),
         }
     }
@@ -196,19 +198,17 @@ mod tests {
     }
 
     fn arb_namespaces() -> impl Strategy<Value = Vec<NamespaceView>> {
-        proptest::collection::btree_map("[a-f]", proptest::option::of("[xy]"), 0..6).prop_map(
-            |m| {
-                m.into_iter()
-                    .map(|(name, group)| NamespaceView {
-                        name,
-                        labels: group
-                            .map(|g| BTreeMap::from([("group".to_string(), g)]))
-                            .unwrap_or_default(),
-                        terminating: false,
-                    })
-                    .collect()
-            },
-        )
+        proptest::collection::btree_map("[a-f]", proptest::option::of("[xy]"), 0..6).prop_map(|m| {
+            m.into_iter()
+                .map(|(name, group)| NamespaceView {
+                    name,
+                    labels: group
+                        .map(|g| BTreeMap::from([("group".to_string(), g)]))
+                        .unwrap_or_default(),
+                    terminating: false,
+                })
+                .collect()
+        })
     }
 
     fn arb_targets() -> impl Strategy<Value = ResourceDistributionTargets> {
@@ -220,7 +220,8 @@ mod tests {
             proptest::option::of("[xy]"),
         )
             .prop_map(|(all, included, excluded, group)| {
-                let refs = |v: &Vec<String>| list(&v.iter().map(String::as_str).collect::<Vec<_>>());
+                let refs =
+                    |v: &Vec<String>| list(&v.iter().map(String::as_str).collect::<Vec<_>>());
                 ResourceDistributionTargets {
                     all_namespaces: all,
                     included_namespaces: refs(&included),

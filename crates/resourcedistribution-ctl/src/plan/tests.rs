@@ -40,7 +40,9 @@ fn list(names: &[&str]) -> ResourceDistributionTargetNamespaces {
     ResourceDistributionTargetNamespaces {
         list: names
             .iter()
-            .map(|n| ResourceDistributionNamespace { name: n.to_string() })
+            .map(|n| ResourceDistributionNamespace {
+                name: n.to_string(),
+            })
             .collect(),
     }
 }
@@ -146,8 +148,7 @@ fn excluded_namespace_loses_only_our_copy() {
     let s = source();
     let namespaces = [ns("a", &[]), ns("b", &[]), ns("c", &[])];
     let mut foreign = with_uid(s.desired("c"), "f");
-    foreign["metadata"]["ownerReferences"] =
-        json!([{"uid": "someone-else", "controller": true, "kind": "Other", "name": "o", "apiVersion": "x/v1"}]);
+    foreign["metadata"]["ownerReferences"] = json!([{"uid": "someone-else", "controller": true, "kind": "Other", "name": "o", "apiVersion": "x/v1"}]);
     let owned = [
         with_uid(s.desired("a"), "ca"),
         with_uid(s.desired("b"), "cb"),

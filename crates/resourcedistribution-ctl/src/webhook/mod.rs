@@ -47,7 +47,10 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         errors.push(required("spec", ""));
         return errors;
     };
-    errors.extend(resource_errors(spec.get("resource"), old.and_then(|o| o.pointer("/spec/resource"))));
+    errors.extend(resource_errors(
+        spec.get("resource"),
+        old.and_then(|o| o.pointer("/spec/resource")),
+    ));
     if let Some(targets) = spec.get("targets") {
         errors.extend(target_errors(targets));
     }
@@ -58,7 +61,12 @@ fn resource_errors(resource: Option<&Value>, old: Option<&Value>) -> Vec<FieldEr
     let Some(resource) = resource.filter(|r| r.is_object()) else {
         return vec![required("spec.resource", "")];
     };
-    let field = |key: &str| resource.get(key).and_then(Value::as_str).unwrap_or_default();
+    let field = |key: &str| {
+        resource
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version != "v1" || !matches!(kind, "Secret" | "ConfigMap") {
         return vec![invalid(
@@ -90,7 +98,10 @@ fn resource_errors(resource: Option<&Value>, old: Option<&Value>) -> Vec<FieldEr
             )
         };
         if identity(resource) != identity(old) {
-            errors.push(invalid_detail("spec.resource", keys::RD_MSG_RESOURCE_IMMUTABLE));
+            errors.push(invalid_detail(
+                "spec.resource",
+                keys::RD_MSG_RESOURCE_IMMUTABLE,
+            ));
         }
     }
     errors
@@ -104,11 +115,19 @@ fn target_errors(targets: &Value) -> Vec<FieldError> {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .map(|n| n.get("name").and_then(Value::as_str).unwrap_or_default().to_string())
+            .map(|n| {
+                n.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect()
     };
     let (included, excluded) = (names("includedNamespaces"), names("excludedNamespaces"));
-    for (key, list) in [("includedNamespaces", &included), ("excludedNamespaces", &excluded)] {
+    for (key, list) in [
+        ("includedNamespaces", &included),
+        ("excludedNamespaces", &excluded),
+    ] {
         for (i, name) in list.iter().enumerate() {
             let path = format!("spec.targets.{key}.list[{i}].name");
             if !is_dns_label(name) {
@@ -134,7 +153,10 @@ fn target_errors(targets: &Value) -> Vec<FieldError> {
             ),
         ));
     }
-    if let Some(selector) = targets.get("namespaceLabelSelector").filter(|s| !s.is_null()) {
+    if let Some(selector) = targets
+        .get("namespaceLabelSelector")
+        .filter(|s| !s.is_null())
+    {
         match serde_json::from_value::<LabelSelector>(selector.clone()) {
             Err(e) => errors.push(invalid_detail(
                 "spec.targets.namespaceLabelSelector",
@@ -155,8 +177,15 @@ fn target_errors(targets: &Value) -> Vec<FieldError> {
 
 /// What the apiserver says of creating `resource` in `namespace` (dry run), as a field
 /// error. A same-named object there is no fault of the resource.
-async fn dry_run_error(client: &kube::Client, namespace: &str, resource: &Value) -> Option<FieldError> {
-    let kind = resource.get("kind").and_then(Value::as_str).unwrap_or_default();
+async fn dry_run_error(
+    client: &kube::Client,
+    namespace: &str,
+    resource: &Value,
+) -> Option<FieldError> {
+    let kind = resource
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let api_resource = match kind {
         "Secret" => ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
         _ => ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
@@ -164,13 +193,23 @@ async fn dry_run_error(client: &kube::Client, namespace: &str, resource: &Value)
     let mut object = resource.clone();
     object["metadata"]["namespace"] = Value::String(namespace.to_string());
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["resourceVersion", "uid", "ownerReferences", "creationTimestamp"] {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "ownerReferences",
+            "creationTimestamp",
+        ] {
             meta.remove(key);
         }
     }
     let object: DynamicObject = match serde_json::from_value(object) {
         Ok(o) => o,
-        Err(e) => return Some(invalid_detail("spec.resource", format!("resource is invalid, err: {e}"))),
+        Err(e) => {
+            return Some(invalid_detail(
+                "spec.resource",
+                format!("resource is invalid, err: {e}"),
+            ));
+        }
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource);
     let params = PostParams {
@@ -180,7 +219,10 @@ async fn dry_run_error(client: &kube::Client, namespace: &str, resource: &Value)
     match api.create(&params, &object).await {
         Ok(_) => None,
         Err(kube::Error::Api(s)) if s.code == 409 => None,
-        Err(e) => Some(invalid_detail("spec.resource", format!("resource is invalid, err: {e}"))),
+        Err(e) => Some(invalid_detail(
+            "spec.resource",
+            format!("resource is invalid, err: {e}"),
+        )),
     }
 }
 

@@ -38,17 +38,20 @@ fn only_secrets_and_configmaps() {
     let m = messages(&validate(&obj, None));
     assert_eq!(m.len(), 1);
     assert!(m[0].starts_with("spec.resource: Invalid value"), "{m:?}");
-    assert!(
-        m[0].ends_with(UNSUPPORTED_KIND),
-        "{m:?}"
+    assert!(m[0].ends_with(UNSUPPORTED_KIND), "{m:?}");
+    let cm = rd(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+        json!({}),
     );
-    let cm = rd(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}), json!({}));
     assert!(validate(&cm, None).is_empty());
 }
 
 #[test]
 fn the_resource_needs_a_name() {
-    let obj = rd(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {}}), json!({}));
+    let obj = rd(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {}}),
+        json!({}),
+    );
     assert_eq!(
         messages(&validate(&obj, None)),
         ["spec.resource.metadata.name: Required value: name is required"]
@@ -92,7 +95,9 @@ fn a_namespace_both_included_and_excluded_is_ambiguous() {
     );
     assert_eq!(
         messages(&validate(&obj, None)),
-        ["spec.targets: Invalid value: ambiguous targets because namespace [x] is in both IncludedNamespaces.List and ExcludedNamespaces.List"]
+        [
+            "spec.targets: Invalid value: ambiguous targets because namespace [x] is in both IncludedNamespaces.List and ExcludedNamespaces.List"
+        ]
     );
 }
 
@@ -104,7 +109,12 @@ fn the_selector_must_parse() {
     );
     let m = messages(&validate(&obj, None));
     assert_eq!(m.len(), 1);
-    assert!(m[0].starts_with("spec.targets.namespaceLabelSelector: Invalid value: labelSelectorAsSelector error"), "{m:?}");
+    assert!(
+        m[0].starts_with(
+            "spec.targets.namespaceLabelSelector: Invalid value: labelSelectorAsSelector error"
+        ),
+        "{m:?}"
+    );
 }
 
 #[test]
@@ -114,7 +124,13 @@ fn a_scoped_instance_sees_only_its_labelled_rds() {
     let w = &validating[0].webhooks.as_ref().unwrap()[0];
     assert_eq!(w.name, "vresourcedistribution.kb.io");
     assert!(w.namespace_selector.is_none());
-    let selector = w.object_selector.as_ref().unwrap().match_labels.as_ref().unwrap();
+    let selector = w
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_labels
+        .as_ref()
+        .unwrap();
     assert_eq!(selector[crate::labels::SCOPE], "t1");
     let (cluster, _) = configurations(None);
     let w = &cluster[0].webhooks.as_ref().unwrap()[0];
