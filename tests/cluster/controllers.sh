@@ -97,13 +97,17 @@ up() {
   $kubectl wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
   $kubectl create namespace kruise-system --dry-run=client -o yaml | $kubectl apply -f - >/dev/null
   stop
+  # ResourceDistributionGate is off upstream (its webhook then refuses every RD); the
+  # local cluster turns it on so `make up` shows the feature. Listed first: the caller's
+  # KRUISE_FEATURE_GATES come after and win (ResourceDistributionGate=false turns it off).
+  local gates=ResourceDistributionGate=true${KRUISE_FEATURE_GATES:+,$KRUISE_FEATURE_GATES}
   while read -r c admin webhook; do
     KUBECONFIG=$kubeconfig \
       KRUISE_ADMIN_ADDR=127.0.0.1:$admin \
       KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
       KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \
       KRUISE_NAMESPACE=kruise-system \
-      KRUISE_FEATURE_GATES=${KRUISE_FEATURE_GATES:-} \
+      KRUISE_FEATURE_GATES=$gates \
       RUST_LOG=${RUST_LOG:-info} \
       setsid "$profile_dir/$c" >"$logs/$c.log" 2>&1 </dev/null &
     echo $! >"$run/$c.pid"

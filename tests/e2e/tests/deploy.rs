@@ -400,6 +400,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             pub_ctl::webhook::configurations(None),
             "podunavailablebudget-webhook",
         ),
+        (
+            "resourcedistribution",
+            resourcedistribution_ctl::webhook::configurations(None),
+            "resourcedistribution-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1211,6 +1216,56 @@ const PUB_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const RESOURCEDISTRIBUTION_CHECKS: &str = "
+    yes watch  resourcedistributions.apps.kruise.io                    *
+    yes list   resourcedistributions.apps.kruise.io                    *
+    yes patch  resourcedistributions.apps.kruise.io#status             *
+    yes watch  namespaces                                              *
+    yes list   namespaces                                              *
+    # The copies, in namespaces and under names the users' RDs choose (see rbac.yaml).
+    yes watch  secrets                                                 *
+    yes get    secrets                                                 default
+    yes create secrets                                                 default
+    yes update secrets                                                 default
+    yes delete secrets                                                 default
+    yes watch  configmaps                                              *
+    yes create configmaps                                              default
+    yes update configmaps                                              default
+    yes delete configmaps                                              default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/resourcedistribution-controller kruise-system
+    yes get    secrets/resourcedistribution-webhook-ca                 kruise-system
+    yes update secrets/resourcedistribution-webhook-ca                 kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-resourcedistribution-validating *
+    yes create validatingwebhookconfigurations/kruise-resourcedistribution-validating *
+    # Copies are replaced whole (optimistic PUT), never patched; collection delete never.
+    no  patch  secrets                                                 default
+    no  deletecollection secrets                                       default
+    no  patch  configmaps                                              default
+    # Namespaces are only read: never labelled, made or removed.
+    no  patch  namespaces                                              *
+    no  create namespaces                                              *
+    no  delete namespaces                                              *
+    # RDs are the users': written only through their status.
+    no  create resourcedistributions.apps.kruise.io                    *
+    no  update resourcedistributions.apps.kruise.io                    *
+    no  patch  resourcedistributions.apps.kruise.io                    *
+    no  delete resourcedistributions.apps.kruise.io                    *
+    # No Pods, workloads, events or other tokens.
+    no  list   pods                                                    default
+    no  create events.events.k8s.io                                    default
+    no  list   clonesets.apps.kruise.io                                default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  create leases.coordination.k8s.io                              default
+    no  get    mutatingwebhookconfigurations/kruise-resourcedistribution-mutating *
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  delete validatingwebhookconfigurations/kruise-resourcedistribution-validating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  bind   clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     let client = kruise_e2e::client().await;
@@ -1229,6 +1284,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("protection-ctl", PROTECTION_CHECKS),
         ("persistentpodstate-ctl", PERSISTENTPODSTATE_CHECKS),
         ("pub-ctl", PUB_CHECKS),
+        ("resourcedistribution-ctl", RESOURCEDISTRIBUTION_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()

@@ -12,6 +12,7 @@ mod protection;
 #[path = "pub.rs"]
 mod pub_;
 mod realnode;
+mod resourcedistribution;
 mod sidecarset;
 mod smoke;
 mod statefulset;
