@@ -12,3 +12,4 @@ mod sidecarset;
 mod smoke;
 mod statefulset;
 mod webhook;
+mod uniteddeployment;
