@@ -2918,7 +2918,11 @@ spec:
     .await
     .expect("create UnitedDeployment");
     let ud = ns.api::<UnitedDeployment>().get("ud").await.unwrap();
-    assert_eq!(ud.spec.revision_history_limit, Some(10), "defaulted by the webhook");
+    assert_eq!(
+        ud.spec.revision_history_limit,
+        Some(10),
+        "defaulted by the webhook"
+    );
     let deployments = ns.api::<Deployment>();
     wait_for("a Deployment per subset (1 + 2)", MINUTE, || async {
         let list = deployments

@@ -11,5 +11,5 @@ mod realnode;
 mod sidecarset;
 mod smoke;
 mod statefulset;
-mod webhook;
 mod uniteddeployment;
+mod webhook;
