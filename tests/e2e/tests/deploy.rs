@@ -405,6 +405,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             resourcedistribution_ctl::webhook::configurations(None),
             "resourcedistribution-webhook",
         ),
+        (
+            "uniteddeployment",
+            uniteddeployment_ctl::webhook::configurations(None),
+            "uniteddeployment-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1216,6 +1221,54 @@ const PUB_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const UNITEDDEPLOYMENT_CHECKS: &str = "
+    yes watch  uniteddeployments.apps.kruise.io                        *
+    yes list   uniteddeployments.apps.kruise.io                        default
+    yes patch  uniteddeployments.apps.kruise.io#status                 default
+    yes watch  deployments.apps                                        *
+    yes create deployments.apps                                        default
+    yes update deployments.apps                                        default
+    yes patch  deployments.apps                                        default
+    yes delete deployments.apps                                        default
+    yes create statefulsets.apps                                       default
+    yes create statefulsets.apps.kruise.io                             default
+    yes create clonesets.apps.kruise.io                                default
+    yes watch  controllerrevisions.apps                                *
+    yes create controllerrevisions.apps                                default
+    yes get    controllerrevisions.apps                                default
+    yes delete controllerrevisions.apps                                default
+    yes watch  pods                                                    *
+    yes create events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/uniteddeployment-controller  kruise-system
+    yes get    secrets/uniteddeployment-webhook-ca                     kruise-system
+    yes update secrets/uniteddeployment-webhook-ca                     kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-uniteddeployment-validating *
+    yes create mutatingwebhookconfigurations/kruise-uniteddeployment-mutating *
+    # UDs are the users': written only through their status.
+    no  create uniteddeployments.apps.kruise.io                        default
+    no  patch  uniteddeployments.apps.kruise.io                        default
+    no  delete uniteddeployments.apps.kruise.io                        default
+    # Pods are only read: the subset workloads' controllers make them.
+    no  create pods                                                    default
+    no  delete pods                                                    default
+    no  patch  pods                                                    default
+    no  create pods#eviction                                           default
+    # Workload status belongs to the workloads' controllers.
+    no  patch  deployments.apps#status                                 default
+    no  patch  clonesets.apps.kruise.io#status                         default
+    no  list   replicasets.apps                                        default
+    no  list   daemonsets.apps.kruise.io                               default
+    no  list   nodes                                                   *
+    no  get    secrets                                                 default
+    no  create secrets                                                 kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  delete mutatingwebhookconfigurations/kruise-uniteddeployment-mutating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const RESOURCEDISTRIBUTION_CHECKS: &str = "
     yes watch  resourcedistributions.apps.kruise.io                    *
     yes list   resourcedistributions.apps.kruise.io                    *
@@ -1285,6 +1338,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("persistentpodstate-ctl", PERSISTENTPODSTATE_CHECKS),
         ("pub-ctl", PUB_CHECKS),
         ("resourcedistribution-ctl", RESOURCEDISTRIBUTION_CHECKS),
+        ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()
@@ -3342,4 +3396,70 @@ spec:
         "{err}"
     );
     run.finish(pub_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uniteddeployment_ctl_runs_on_its_overlay_rbac_alone() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kruise_api::apps_v1alpha1::UnitedDeployment;
+    let run = OnItsRbac::start("uniteddeployment-ctl", "deploy-ud").await;
+    let ns = &run.ns;
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: UnitedDeployment
+metadata:
+  name: ud
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: ud
+  template:
+    deploymentTemplate:
+      metadata:
+        labels:
+          app: ud
+      spec:
+        template:
+          metadata:
+            labels:
+              app: ud
+          spec:
+            containers:
+            - name: main
+              image: busybox
+  topology:
+    subsets:
+    - name: zone-a
+    - name: zone-b
+"#,
+    )
+    .await
+    .expect("create UnitedDeployment");
+    let ud = ns.api::<UnitedDeployment>().get("ud").await.unwrap();
+    assert_eq!(
+        ud.spec.revision_history_limit,
+        Some(10),
+        "defaulted by the webhook"
+    );
+    let deployments = ns.api::<Deployment>();
+    wait_for("a Deployment per subset (1 + 2)", MINUTE, || async {
+        let list = deployments
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut replicas: Vec<i32> = list
+            .items
+            .iter()
+            .map(|d| d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(-1))
+            .collect();
+        replicas.sort();
+        if replicas == [1, 2] {
+            Ok(())
+        } else {
+            Err(format!("{replicas:?}"))
+        }
+    })
+    .await;
+    run.finish(uniteddeployment_ctl::CONTROLLER_NAME).await;
 }

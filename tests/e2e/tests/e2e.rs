@@ -16,4 +16,5 @@ mod resourcedistribution;
 mod sidecarset;
 mod smoke;
 mod statefulset;
+mod uniteddeployment;
 mod webhook;

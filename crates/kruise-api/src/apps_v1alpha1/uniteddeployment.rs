@@ -93,22 +93,24 @@ pub struct UnitedDeploymentSpec {
     pub revision_history_limit: Option<i32>,
 }
 
-/// The subset workload template; exactly one field is set.
+/// The subset workload template; exactly one field is set. Each is boxed: the four
+/// workload specs inline make a UnitedDeployment too big for a 2 MiB thread stack while
+/// it is decoded in a debug build.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubsetTemplate {
     /// Subsets are `apps/v1` StatefulSets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stateful_set_template: Option<StatefulSetTemplateSpec>,
+    pub stateful_set_template: Option<Box<StatefulSetTemplateSpec>>,
     /// Subsets are Advanced StatefulSets (`apps.kruise.io/v1beta1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub advanced_stateful_set_template: Option<AdvancedStatefulSetTemplateSpec>,
+    pub advanced_stateful_set_template: Option<Box<AdvancedStatefulSetTemplateSpec>>,
     /// Subsets are CloneSets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clone_set_template: Option<CloneSetTemplateSpec>,
+    pub clone_set_template: Option<Box<CloneSetTemplateSpec>>,
     /// Subsets are `apps/v1` Deployments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment_template: Option<DeploymentTemplateSpec>,
+    pub deployment_template: Option<Box<DeploymentTemplateSpec>>,
 }
 
 impl SubsetTemplate {

@@ -1,0 +1,203 @@
+//! The pure part of a reconcile: from the UD, its update revision and the subset
+//! workloads it owns, decide the allocation, the partitions and the minimal writes
+//! (spec 2.4), and compute the status ([`status`]).
+
+pub mod allocation;
+pub mod status;
+pub mod workload;
+
+use std::collections::BTreeMap;
+
+use kruise_api::apps_v1alpha1::UnitedDeployment;
+use serde_json::Value;
+
+pub use allocation::AllocationError;
+pub use workload::{Observed, WorkloadKind};
+
+/// What the plan reads.
+pub struct World<'a> {
+    pub ud: &'a UnitedDeployment,
+    /// The update revision's name (`<ud>-<hash>`).
+    pub revision: &'a str,
+    /// Every workload the UD controls, of any of the four kinds.
+    pub workloads: Vec<&'a Observed>,
+}
+
+/// A workload by kind and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WorkloadRef {
+    pub kind: WorkloadKind,
+    pub name: String,
+}
+
+impl WorkloadRef {
+    fn of(w: &Observed) -> Self {
+        WorkloadRef {
+            kind: w.kind,
+            name: w.name().to_string(),
+        }
+    }
+}
+
+/// Why a workload is deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// Its subset is no longer in the spec (renamed or removed), or it has none.
+    SubsetRemoved,
+    /// Another workload of the same subset is kept.
+    Duplicate,
+    /// The template's kind changed.
+    OtherKind,
+}
+
+/// One write to a subset workload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Create the subset's workload (the full object, with generateName).
+    Create { subset: String, object: Value },
+    /// Write the whole object over the workload: its revision or patch changed.
+    Replace {
+        subset: String,
+        workload: WorkloadRef,
+        object: Value,
+    },
+    /// Merge-patch replicas and partition only.
+    Scale {
+        subset: String,
+        workload: WorkloadRef,
+        patch: Value,
+    },
+    Delete {
+        workload: WorkloadRef,
+        reason: DeleteReason,
+    },
+}
+
+/// The plan's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// Replicas per subset, or why they cannot be split (then nothing but deletions of
+    /// removed subsets and other kinds is written).
+    pub allocation: Result<BTreeMap<String, i32>, AllocationError>,
+    /// Partition per subset (empty when the allocation failed).
+    pub partitions: BTreeMap<String, i32>,
+    pub writes: Vec<Write>,
+}
+
+/// The workloads to keep, one per subset of the spec: the oldest live one of the
+/// template's kind (then by name).
+pub fn kept_workloads<'a>(world: &World<'a>) -> BTreeMap<String, &'a Observed> {
+    let kind = WorkloadKind::of(&world.ud.spec.template);
+    let mut kept: BTreeMap<String, &Observed> = BTreeMap::new();
+    let mut candidates: Vec<&Observed> = world
+        .workloads
+        .iter()
+        .copied()
+        .filter(|w| Some(w.kind) == kind && !w.is_deleting())
+        .filter(|w| w.subset().is_some_and(|s| in_spec(world.ud, s)))
+        .collect();
+    candidates.sort_by(|a, b| {
+        (&a.meta.creation_timestamp.as_ref().map(|t| t.0), a.name())
+            .cmp(&(&b.meta.creation_timestamp.as_ref().map(|t| t.0), b.name()))
+    });
+    for w in candidates {
+        kept.entry(w.subset().expect("filtered").to_string())
+            .or_insert(w);
+    }
+    kept
+}
+
+fn in_spec(ud: &UnitedDeployment, subset: &str) -> bool {
+    ud.spec.topology.subsets.iter().any(|s| s.name == subset)
+}
+
+/// Decides the allocation and the writes.
+pub fn plan(world: &World<'_>) -> Decision {
+    let ud = world.ud;
+    let kind = WorkloadKind::of(&ud.spec.template);
+    let kept = kept_workloads(world);
+    let mut writes = Vec::new();
+
+    for w in world.workloads.iter().filter(|w| !w.is_deleting()) {
+        let reason = if Some(w.kind) != kind {
+            DeleteReason::OtherKind
+        } else if !w.subset().is_some_and(|s| in_spec(ud, s)) {
+            DeleteReason::SubsetRemoved
+        } else if kept
+            .get(w.subset().expect("checked"))
+            .is_some_and(|k| k.name() != w.name())
+        {
+            DeleteReason::Duplicate
+        } else {
+            continue;
+        };
+        writes.push(Write::Delete {
+            workload: WorkloadRef::of(w),
+            reason,
+        });
+    }
+
+    let current: BTreeMap<String, i32> =
+        kept.iter().map(|(s, w)| (s.clone(), w.replicas)).collect();
+    let allocation = allocation::allocate(&ud.spec, &current);
+    let (Ok(replicas), Some(kind)) = (&allocation, kind) else {
+        return Decision {
+            allocation,
+            partitions: BTreeMap::new(),
+            writes,
+        };
+    };
+    let partitions = allocation::partitions(&ud.spec, replicas);
+
+    for subset in &ud.spec.topology.subsets {
+        let name = subset.name.clone();
+        let want_replicas = replicas.get(&name).copied().unwrap_or(0);
+        let want_partition = partitions.get(&name).copied().unwrap_or(0);
+        let build = workload::Build {
+            ud,
+            kind,
+            subset,
+            revision: world.revision,
+            replicas: want_replicas,
+            partition: want_partition,
+        };
+        let Some(object) = workload::desired(&build) else {
+            continue;
+        };
+        let Some(existing) = kept.get(&name) else {
+            writes.push(Write::Create {
+                subset: name,
+                object,
+            });
+            continue;
+        };
+        let stale = existing.revision() != Some(world.revision)
+            || existing.patch() != workload::patch_annotation(subset).as_deref();
+        if stale {
+            writes.push(Write::Replace {
+                subset: name,
+                workload: WorkloadRef::of(existing),
+                object: workload::replacement(&existing.meta, &object),
+            });
+            continue;
+        }
+        // A kind without a partition (Deployment, OnDelete StatefulSet) has none to move.
+        let partition = workload::partition_of(kind, &object);
+        let partition_differs = partition.is_some_and(|p| existing.partition.unwrap_or(0) != p);
+        if existing.replicas != want_replicas || partition_differs {
+            writes.push(Write::Scale {
+                subset: name,
+                workload: WorkloadRef::of(existing),
+                patch: workload::scale_patch(kind, want_replicas, partition),
+            });
+        }
+    }
+    Decision {
+        allocation,
+        partitions,
+        writes,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,303 @@
+//! plan(): which writes a reconcile makes, and the status it reports.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kruise_api::apps_v1alpha1::UnitedDeployment;
+use kruise_api::keys;
+use serde_json::json;
+
+use super::status::{StatusInput, compute_status};
+use super::*;
+
+fn ud(partitions: serde_json::Value, subsets: &[&str]) -> UnitedDeployment {
+    let subsets: Vec<_> = subsets.iter().map(|s| json!({"name": s})).collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": "sample-ud", "namespace": "ns", "uid": "u-1", "generation": 2},
+        "spec": {
+            "replicas": 6,
+            "selector": {"matchLabels": {"app": "sample"}},
+            "template": {"cloneSetTemplate": {"metadata": {"labels": {"app": "sample"}}, "spec": {
+                "template": {"metadata": {"labels": {"app": "sample"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}
+            }}},
+            "topology": {"subsets": subsets},
+            "updateStrategy": {"type": "Manual", "manualUpdate": {"partitions": partitions}},
+        }
+    }))
+    .unwrap()
+}
+
+fn workload(
+    kind: WorkloadKind,
+    name: &str,
+    subset: &str,
+    revision: &str,
+    replicas: i32,
+) -> Observed {
+    Observed {
+        kind,
+        meta: ObjectMeta {
+            name: Some(name.into()),
+            creation_timestamp: Some(Time(jiff::Timestamp::UNIX_EPOCH)),
+            labels: Some(
+                [
+                    (keys::UD_SUBSET_NAME.to_string(), subset.to_string()),
+                    (
+                        keys::UD_CONTROLLER_REVISION_HASH.to_string(),
+                        revision.to_string(),
+                    ),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        replicas,
+        partition: Some(0),
+        ready_replicas: replicas,
+    }
+}
+
+fn cs(name: &str, subset: &str, replicas: i32) -> Observed {
+    workload(WorkloadKind::CloneSet, name, subset, "rev-1", replicas)
+}
+
+#[test]
+fn creates_one_workload_per_subset_with_the_split() {
+    let ud = ud(json!({}), &["subset-a", "subset-b", "subset-c"]);
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![],
+    };
+    let d = plan(&world);
+    assert_eq!(d.allocation.as_ref().unwrap().values().sum::<i32>(), 6);
+    let created: Vec<_> = d
+        .writes
+        .iter()
+        .map(|w| match w {
+            Write::Create { subset, object } => {
+                (subset.as_str(), object["spec"]["replicas"].clone())
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        created,
+        [
+            ("subset-a", json!(2)),
+            ("subset-b", json!(2)),
+            ("subset-c", json!(2))
+        ]
+    );
+}
+
+#[test]
+fn nothing_to_write_when_everything_matches() {
+    let ud = ud(json!({}), &["subset-a", "subset-b"]);
+    let (a, b) = (cs("a1", "subset-a", 3), cs("b1", "subset-b", 3));
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a, &b],
+    };
+    assert_eq!(plan(&world).writes, []);
+}
+
+#[test]
+fn scale_and_partition_are_a_small_patch() {
+    let ud = ud(json!({"subset-a": 2}), &["subset-a", "subset-b"]);
+    let (a, b) = (cs("a1", "subset-a", 3), cs("b1", "subset-b", 2));
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a, &b],
+    };
+    let d = plan(&world);
+    assert_eq!(
+        d.writes,
+        [
+            Write::Scale {
+                subset: "subset-a".into(),
+                workload: WorkloadRef {
+                    kind: WorkloadKind::CloneSet,
+                    name: "a1".into()
+                },
+                patch: json!({"spec": {"replicas": 3, "updateStrategy": {"partition": 2}}}),
+            },
+            Write::Scale {
+                subset: "subset-b".into(),
+                workload: WorkloadRef {
+                    kind: WorkloadKind::CloneSet,
+                    name: "b1".into()
+                },
+                patch: json!({"spec": {"replicas": 3, "updateStrategy": {"partition": 0}}}),
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_new_revision_replaces_every_subset_workload() {
+    let ud = ud(json!({"subset-a": 2}), &["subset-a", "subset-b"]);
+    let (a, b) = (cs("a1", "subset-a", 3), cs("b1", "subset-b", 3));
+    let world = World {
+        ud: &ud,
+        revision: "rev-2",
+        workloads: vec![&a, &b],
+    };
+    let d = plan(&world);
+    assert_eq!(d.writes.len(), 2);
+    for w in &d.writes {
+        let Write::Replace { object, .. } = w else {
+            panic!("{w:?}")
+        };
+        assert_eq!(
+            object["metadata"]["labels"][keys::UD_CONTROLLER_REVISION_HASH],
+            "rev-2"
+        );
+        assert_eq!(
+            object["spec"]["template"]["metadata"]["labels"][keys::UD_CONTROLLER_REVISION_HASH],
+            "rev-2"
+        );
+    }
+    let Write::Replace { object, .. } = &d.writes[0] else {
+        unreachable!()
+    };
+    assert_eq!(object["metadata"]["name"], "a1");
+    assert_eq!(object["spec"]["updateStrategy"]["partition"], 2);
+}
+
+#[test]
+fn removed_subsets_duplicates_and_other_kinds_are_deleted() {
+    let ud = ud(json!({}), &["subset-a"]);
+    let older = cs("a1", "subset-a", 6);
+    let mut newer = cs("a2", "subset-a", 6);
+    newer.meta.creation_timestamp = Some(Time(jiff::Timestamp::from_second(10).unwrap()));
+    let gone = cs("b1", "subset-b", 3);
+    let deployment = workload(WorkloadKind::Deployment, "d1", "subset-a", "rev-1", 1);
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&newer, &gone, &older, &deployment],
+    };
+    let d = plan(&world);
+    let deletes: Vec<_> = d
+        .writes
+        .iter()
+        .map(|w| match w {
+            Write::Delete { workload, reason } => (workload.name.as_str(), *reason),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            ("a2", DeleteReason::Duplicate),
+            ("b1", DeleteReason::SubsetRemoved),
+            ("d1", DeleteReason::OtherKind),
+        ]
+    );
+}
+
+#[test]
+fn an_impossible_split_writes_nothing_but_reports_it() {
+    let mut ud = ud(json!({}), &["subset-a", "subset-b"]);
+    ud.spec.topology.subsets[0].replicas =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(9));
+    let a = cs("a1", "subset-a", 3);
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a],
+    };
+    let d = plan(&world);
+    assert!(d.writes.is_empty());
+    let kept = kept_workloads(&world);
+    let status = compute_status(
+        &StatusInput {
+            ud: &ud,
+            revision: "rev-1",
+            collision_count: None,
+            kept: &kept,
+            pods: &[],
+            failures: &[],
+            now: jiff::Timestamp::UNIX_EPOCH,
+        },
+        &d,
+    );
+    let failure = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == keys::UD_CONDITION_SUBSET_FAILURE)
+        .unwrap();
+    assert_eq!(
+        failure.message,
+        "specified subsets' replica (9) is greater than UnitedDeployment replica (6)"
+    );
+}
+
+#[test]
+fn status_sums_subsets_and_counts_updated_pods() {
+    let ud = ud(json!({"subset-a": 1}), &["subset-a", "subset-b"]);
+    let (a, b) = (cs("a1", "subset-a", 3), cs("b1", "subset-b", 3));
+    let world = World {
+        ud: &ud,
+        revision: "rev-2",
+        workloads: vec![&a, &b],
+    };
+    let d = plan(&world);
+    let pod = |subset: &str, revision: &str, ready: bool| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "labels": {keys::UD_SUBSET_NAME: subset, keys::UD_CONTROLLER_REVISION_HASH: revision}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+        }))
+        .unwrap()
+    };
+    let pods = [
+        pod("subset-a", "rev-1", true),
+        pod("subset-a", "rev-2", true),
+        pod("subset-b", "rev-2", false),
+    ];
+    let pods: Vec<_> = pods.iter().collect();
+    let kept = kept_workloads(&world);
+    let mut old = ud.clone();
+    old.status = Some(kruise_api::apps_v1alpha1::UnitedDeploymentStatus {
+        current_revision: "rev-1".into(),
+        ..Default::default()
+    });
+    let status = compute_status(
+        &StatusInput {
+            ud: &old,
+            revision: "rev-2",
+            collision_count: Some(0),
+            kept: &kept,
+            pods: &pods,
+            failures: &[],
+            now: jiff::Timestamp::UNIX_EPOCH,
+        },
+        &d,
+    );
+    assert_eq!((status.replicas, status.ready_replicas), (6, 6));
+    assert_eq!(
+        (status.updated_replicas, status.updated_ready_replicas),
+        (2, 1)
+    );
+    assert_eq!(status.current_revision, "rev-1");
+    assert_eq!(
+        status.subset_replicas,
+        BTreeMap::from([("subset-a".into(), 3), ("subset-b".into(), 3)])
+    );
+    assert_eq!(status.subset_statuses[0].partition, 1);
+    assert_eq!(
+        status.update_status.as_ref().unwrap().current_partitions["subset-a"],
+        1
+    );
+    assert_eq!(status.label_selector, "app=sample");
+    assert_eq!(status.observed_generation, 2);
+    let updated = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == keys::UD_CONDITION_UPDATED)
+        .unwrap();
+    assert_eq!(updated.status, "False");
+}

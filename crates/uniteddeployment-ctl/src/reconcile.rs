@@ -1,0 +1,273 @@
+//! One reconcile: wait for the caches to show the last round's writes, sync the
+//! template's ControllerRevision, read the subset workloads, plan, write, report status,
+//! prune history. It decides nothing itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kruise_api::apps_v1alpha1::UnitedDeployment;
+use kruise_workload::expectations::Expected;
+use kruise_workload::history::{self, RevisionSource};
+use kruise_workload::revision;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::events::{
+    CONTROLLER_NAME, REASON_DELETE_SUBSET_FAILED, REASON_REVISION_PROVISION_FAILED,
+    REASON_SPECIFY_SUBSET_REPLICAS_FAILED, REASON_UPDATE_SUBSET_FAILED,
+};
+use crate::plan::status::{StatusInput, compute_status};
+use crate::plan::workload::owner_reference;
+use crate::plan::{WorkloadKind, WorkloadRef, World, Write, kept_workloads, plan};
+use crate::{Context, expectation_key};
+
+/// Runs inside `Reconciler::run` (span, metrics, backoff).
+pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<Action> {
+    let (ud, ctx) = (ud.as_ref(), ctx.as_ref());
+    let missing = || Error::MissingObjectKey(ud.name_any());
+    let ns = ud.namespace().ok_or_else(missing)?;
+    let uid = ud.uid().ok_or_else(missing)?;
+    if ud.meta().deletion_timestamp.is_some() {
+        ctx.expectations.forget(&uid);
+        return Ok(Action::await_change());
+    }
+    let now = jiff::Timestamp::now();
+    let pending = ctx
+        .expectations
+        .pending(&uid, now, |key| ctx.observe(&ns, key));
+    if !pending.is_empty() {
+        tracing::debug!(?pending, "waiting for the caches to show the last writes");
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let owner = ud.object_ref(&());
+
+    let revisions = match sync_revision(ctx, ud, &ns).await {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.events
+                .warning(&owner, REASON_REVISION_PROVISION_FAILED, e.to_string());
+            return Err(e.into());
+        }
+    };
+    let revision = revisions.update.name_any();
+
+    let observed = ctx.observed_workloads(&uid);
+    let world = World {
+        ud,
+        revision: &revision,
+        workloads: observed.iter().collect(),
+    };
+    let decision = plan(&world);
+    if let Err(e) = &decision.allocation {
+        ctx.events
+            .warning(&owner, REASON_SPECIFY_SUBSET_REPLICAS_FAILED, e.to_string());
+    }
+    let mut failures = Vec::new();
+    for write in &decision.writes {
+        if let Err((reason, message)) = carry_out(ctx, &ns, &uid, write, now).await {
+            ctx.events.warning(&owner, reason, message.clone());
+            failures.push(message);
+        }
+    }
+
+    let kept = kept_workloads(&world);
+    let pods = ctx.pods.store().state();
+    let pods: Vec<_> = pods
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|p| {
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            kruise_ordering::selector::matches(&ud.spec.selector, &labels) == Ok(true)
+        })
+        .collect();
+    let status = compute_status(
+        &StatusInput {
+            ud,
+            revision: &revision,
+            collision_count: revisions.collision_count,
+            kept: &kept,
+            pods: &pods,
+            failures: &failures,
+            now,
+        },
+        &decision,
+    );
+    let api: Api<UnitedDeployment> = Api::namespaced(ctx.client.clone(), &ns);
+    if ud.status.as_ref() != Some(&status) {
+        kruise_runtime::apply_status(&api, ud, &status, CONTROLLER_NAME).await?;
+    }
+    let limit = ud.spec.revision_history_limit.unwrap_or(10).max(0) as usize;
+    history::truncate_history(&ctx.client, &ns, &revisions, &[], limit).await?;
+    Ok(if failures.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(Duration::from_secs(5))
+    })
+}
+
+/// The revision of the current template (`<ud>-<hash>`), created when new.
+async fn sync_revision(
+    ctx: &Context,
+    ud: &UnitedDeployment,
+    ns: &str,
+) -> Result<history::Revisions, history::RevisionError> {
+    let template = serde_json::to_value(&ud.spec.template).unwrap_or_default();
+    let status = ud.status.clone().unwrap_or_default();
+    let owner: OwnerReference = owner_reference(ud);
+    let owned = ctx.revisions.owned_by(&owner.uid);
+    history::sync(
+        &ctx.client,
+        RevisionSource {
+            owner,
+            namespace: ns,
+            data: revision::revision_data(&template),
+            labels: ud.spec.selector.match_labels.clone().unwrap_or_default(),
+            annotations: Default::default(),
+            current_revision: &status.current_revision,
+            collision_count: status.collision_count,
+        },
+        owned,
+    )
+    .await
+}
+
+fn api_for(ctx: &Context, ns: &str, kind: WorkloadKind) -> Api<DynamicObject> {
+    let (group, version) = kind
+        .api_version()
+        .split_once('/')
+        .unwrap_or(("", kind.api_version()));
+    let resource = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: kind.api_version().into(),
+        kind: kind.kind().into(),
+        plural: kind.plural().into(),
+    };
+    Api::namespaced_with(ctx.client.clone(), ns, &resource)
+}
+
+fn kind_of(object: &Value) -> Option<WorkloadKind> {
+    WorkloadKind::ALL
+        .into_iter()
+        .find(|k| object["apiVersion"] == k.api_version() && object["kind"] == k.kind())
+}
+
+/// One write, recorded in the expectations; on failure the event reason and message.
+async fn carry_out(
+    ctx: &Context,
+    ns: &str,
+    uid: &str,
+    write: &Write,
+    now: jiff::Timestamp,
+) -> Result<(), (&'static str, String)> {
+    let expect = |kind: WorkloadKind, what: fn(String, String) -> Expected, obj: &DynamicObject| {
+        let name = obj.name_any();
+        let rv = obj.resource_version().unwrap_or_default();
+        ctx.expectations
+            .expect(uid, what(expectation_key(kind, &name), rv), now);
+    };
+    match write {
+        Write::Create { subset, object } => {
+            let kind = kind_of(object).expect("built by the plan");
+            let obj: DynamicObject = serde_json::from_value(object.clone())
+                .map_err(|e| (REASON_UPDATE_SUBSET_FAILED, e.to_string()))?;
+            let created = api_for(ctx, ns, kind)
+                .create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| {
+                    (
+                        REASON_UPDATE_SUBSET_FAILED,
+                        format!("failed to create subset {subset}: {e}"),
+                    )
+                })?;
+            expect(
+                kind,
+                |name, resource_version| Expected::CreatedAt {
+                    name,
+                    resource_version,
+                },
+                &created,
+            );
+            tracing::info!(subset, workload = %created.name_any(), "created subset workload");
+        }
+        Write::Replace {
+            subset,
+            workload,
+            object,
+        } => {
+            let obj: DynamicObject = serde_json::from_value(object.clone())
+                .map_err(|e| (REASON_UPDATE_SUBSET_FAILED, e.to_string()))?;
+            let replaced = api_for(ctx, ns, workload.kind)
+                .replace(&workload.name, &PostParams::default(), &obj)
+                .await
+                .map_err(|e| failed_update(subset, workload, e))?;
+            expect(
+                workload.kind,
+                |name, resource_version| Expected::Updated {
+                    name,
+                    resource_version,
+                },
+                &replaced,
+            );
+            tracing::info!(subset, workload = %workload.name, "updated subset workload to the new revision");
+        }
+        Write::Scale {
+            subset,
+            workload,
+            patch,
+        } => {
+            let patched = api_for(ctx, ns, workload.kind)
+                .patch(
+                    &workload.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .map_err(|e| failed_update(subset, workload, e))?;
+            expect(
+                workload.kind,
+                |name, resource_version| Expected::Updated {
+                    name,
+                    resource_version,
+                },
+                &patched,
+            );
+            tracing::info!(subset, workload = %workload.name, %patch, "scaled subset workload");
+        }
+        Write::Delete { workload, reason } => {
+            let params = DeleteParams::background();
+            match api_for(ctx, ns, workload.kind)
+                .delete(&workload.name, &params)
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    return Err((
+                        REASON_DELETE_SUBSET_FAILED,
+                        format!("failed to delete {}: {e}", workload.name),
+                    ));
+                }
+            }
+            ctx.expectations.expect(
+                uid,
+                Expected::Deleted(expectation_key(workload.kind, &workload.name)),
+                now,
+            );
+            tracing::info!(workload = %workload.name, ?reason, "deleted subset workload");
+        }
+    }
+    Ok(())
+}
+
+fn failed_update(subset: &str, workload: &WorkloadRef, e: kube::Error) -> (&'static str, String) {
+    (
+        REASON_UPDATE_SUBSET_FAILED,
+        format!("failed to update subset {subset} ({}): {e}", workload.name),
+    )
+}
