@@ -76,8 +76,8 @@ conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (
 	@tests/conformance/run.sh $(SUITE)
 
 FUZZ_SECONDS ?= 60
-fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_SECONDS each (not part of make test): [FUZZ_SECONDS=60] [FUZZ_TARGET=name]; results in target/fuzz/summary.json
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET=$(FUZZ_TARGET) fuzz/run.sh
+fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_SECONDS each (not part of make test): [FUZZ_SECONDS=60] [FUZZ_TARGET=name] [FUZZ_JOBS=1]; results in target/fuzz/summary.json
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh
 
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images

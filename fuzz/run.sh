@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGET=name]: every fuzz target (or one) for
+# make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGET=name] [FUZZ_JOBS=1]: every fuzz target (or one) for
 # FUZZ_SECONDS each, then a table target -> executions, result; also
 # target/fuzz/summary.json. Nightly + cargo-fuzz (installed if missing). Exit 1 if any
 # target crashed, timed out or ran out of memory (the input is in fuzz/artifacts/<target>/).
@@ -22,13 +22,14 @@ FLAGS=(--sanitizer none --fuzz-dir fuzz)
 mapfile -t TARGETS < <(if [ -n "$ONLY" ]; then echo "$ONLY"; else "${FUZZ[@]}" list --fuzz-dir fuzz; fi)
 
 OUT=target/fuzz
-mkdir -p "$OUT/logs"
-failed=0
-rows=()
-table=()
-for t in "${TARGETS[@]}"; do
+JOBS=${FUZZ_JOBS:-1}             # targets fuzzed at the same time
+rm -rf "$OUT/results"
+mkdir -p "$OUT/logs" "$OUT/results"
+
+# One target: its log, and a result line "<executions> <result> <artifact>".
+run_one() {
+  local t=$1 log="$OUT/logs/$1.log" rc execs result artifact
   mkdir -p "fuzz/target/corpus/$t" "fuzz/artifacts/$t"
-  log="$OUT/logs/$t.log"
   # The first corpus dir receives new inputs; the committed seeds stay as they are.
   "${FUZZ[@]}" run "${FLAGS[@]}" "$t" "fuzz/target/corpus/$t" "fuzz/corpus/$t" -- \
     -max_total_time="$SECONDS_EACH" -timeout="$TIMEOUT" -rss_limit_mb="$RSS_MB" \
@@ -39,17 +40,29 @@ for t in "${TARGETS[@]}"; do
   if [ $rc -eq 0 ]; then result=ok
   elif grep -q 'libFuzzer: timeout' "$log"; then result=timeout
   elif grep -q 'out-of-memory\|malloc limit' "$log"; then result=oom
-  elif grep -q 'panicked at\|deadly signal' "$log"; then result=crash
-  else result="error (rc $rc)"; fi
-  [ "$result" = ok ] || failed=1
+  elif grep -q 'panicked at\|deadly signal\|stack-overflow' "$log"; then result=crash
+  else result="error-rc-$rc"; fi
   artifact=$(grep -oP 'Test unit written to \K\S+' "$log" | tail -1)
-  table+=("$(printf '%-22s %12s  %s %s' "$t" "${execs:-0}" "$result" "${artifact:-}")")
-  echo "${table[-1]}"
-  rows+=("{\"target\":\"$t\",\"seconds\":$SECONDS_EACH,\"executions\":${execs:-0},\"result\":\"$result\",\"artifact\":\"${artifact:-}\"}")
+  echo "${execs:-0} $result ${artifact:-}" >"$OUT/results/$t"
+  printf '%-22s %12s  %s %s\n' "$t" "${execs:-0}" "$result" "${artifact:-}"
+}
+
+for t in "${TARGETS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n; done
+  run_one "$t" &
 done
+wait
+
+failed=0
+rows=()
 echo
 printf '%-22s %12s  %s\n' target executions result
-printf '%s\n' "${table[@]}"
+for t in "${TARGETS[@]}"; do
+  read -r execs result artifact <"$OUT/results/$t"
+  [ "$result" = ok ] || failed=1
+  printf '%-22s %12s  %s %s\n' "$t" "$execs" "$result" "${artifact:-}"
+  rows+=("{\"target\":\"$t\",\"seconds\":$SECONDS_EACH,\"executions\":$execs,\"result\":\"$result\",\"artifact\":\"${artifact:-}\"}")
+done
 (IFS=,; echo "[${rows[*]}]") > "$OUT/summary.json"
 echo "summary: $OUT/summary.json, logs: $OUT/logs/"
 exit $failed
