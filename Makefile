@@ -4,7 +4,7 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, bench-compare, conformance, images, deploy; with the real node (opt-in,
+# e2e, bench, bench-compare, conformance, fuzz, images, deploy; with the real node (opt-in,
 # root): up-real, e2e-real, deploy-local. Everything lands under .local/ (kubeconfig, logs).
 
 SHELL := /bin/bash
@@ -13,7 +13,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/.local/kubeconfig
 E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
-.PHONY: up-real e2e-real deploy-local bench-compare
+.PHONY: up-real e2e-real deploy-local bench-compare fuzz
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -74,6 +74,10 @@ bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a
 SUITE ?= all
 conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all [FOCUS=regex]; results in target/conformance/
 	@tests/conformance/run.sh $(SUITE)
+
+FUZZ_SECONDS ?= 60
+fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_SECONDS each (not part of make test): [FUZZ_SECONDS=60] [FUZZ_TARGET=name] [FUZZ_JOBS=1]; results in target/fuzz/summary.json
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh
 
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images

@@ -181,6 +181,7 @@ pub fn evaluate(expr: &str, variable: f64) -> Result<f64, String> {
         tokens: &tokens,
         at: 0,
         variable,
+        depth: 0,
     };
     let value = parser.expr()?;
     match parser.tokens.get(parser.at) {
@@ -257,10 +258,17 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, String> {
     Ok(tokens)
 }
 
+/// How deeply parentheses, function calls and unary minuses may nest. The parser
+/// recurses once per level; without a bound, an expression of a few hundred thousand
+/// `(` (a SidecarSet may carry one) overflows the webhook thread's stack and aborts
+/// the process.
+const MAX_DEPTH: usize = 64;
+
 struct Parser<'t> {
     tokens: &'t [Token],
     at: usize,
     variable: f64,
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -307,11 +315,19 @@ impl Parser<'_> {
         }
     }
 
+    /// Every level of nesting passes through here.
     fn unary(&mut self) -> Result<f64, String> {
-        if self.eat('-') {
-            return Ok(-self.unary()?);
+        if self.depth == MAX_DEPTH {
+            return Err(format!("nested more than {MAX_DEPTH} levels deep"));
         }
-        self.primary()
+        self.depth += 1;
+        let value = if self.eat('-') {
+            self.unary().map(|v| -v)
+        } else {
+            self.primary()
+        };
+        self.depth -= 1;
+        value
     }
 
     fn primary(&mut self) -> Result<f64, String> {
@@ -440,6 +456,30 @@ mod tests {
         );
         assert!(check("cpu / 0").unwrap_err().contains("division by zero"));
         assert!(check("1 2").is_err());
+    }
+
+    /// Found while fuzzing the evaluator (fuzz/fuzz_targets/resources_policy.rs): the
+    /// recursion had no bound, so deep nesting overflowed the stack (an abort, not a
+    /// panic a webhook could answer). Run on a small stack, like a webhook thread's.
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let deep = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                let parens = format!("{}1{}", "(".repeat(200_000), ")".repeat(200_000));
+                let minuses = format!("{}1", "-".repeat(200_000));
+                let calls = format!("{}1{}", "max(".repeat(50_000), ")".repeat(50_000));
+                [parens, minuses, calls].map(|e| check(&e))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        for result in deep {
+            assert!(result.unwrap_err().contains("nested more than 64 levels"));
+        }
+        let ok = format!("{}cpu{}", "(".repeat(60), ")".repeat(60));
+        assert_eq!(evaluate(&ok, 2.0).unwrap(), 2.0);
+        assert_eq!(evaluate("--cpu", 2.0).unwrap(), 2.0);
     }
 
     /// Upstream's documented example: (200m + 400m) * 50% = 300m limit, (50m + 100m) *

@@ -229,6 +229,18 @@ pub fn patch_between(before: &Pod, after: &Pod) -> Result<json_patch::Patch, ser
     }
     let (b, a) = (before.spec.as_ref(), after.spec.as_ref());
     let mut ops = Vec::new();
+    // A Pod sent without a spec (found by fuzz/fuzz_targets/sidecarset_inject.rs): the
+    // field paths below would not exist, so the spec is added whole.
+    if b.is_none() && a.is_some() {
+        op(&mut ops, "/spec", b, a)?;
+        op(
+            &mut ops,
+            "/metadata/annotations",
+            before.metadata.annotations.as_ref(),
+            after.metadata.annotations.as_ref(),
+        )?;
+        return serde_json::from_value(Value::Array(ops));
+    }
     op(
         &mut ops,
         "/metadata/annotations",
@@ -556,6 +568,21 @@ mod tests {
             m.webhooks.as_ref().unwrap()[0].namespace_selector.is_none(),
             "the server adds the system exclusions"
         );
+    }
+
+    /// Found by fuzzing (sidecarset_inject): a Pod without a spec got `add
+    /// /spec/containers`, which does not apply to it.
+    #[test]
+    fn patch_of_a_pod_without_spec_adds_the_spec_whole() {
+        let before = Pod::default();
+        let after = Pod {
+            spec: Some(Default::default()),
+            ..Default::default()
+        };
+        let patch = patch_between(&before, &after).unwrap();
+        let mut doc = serde_json::to_value(&before).unwrap();
+        json_patch::patch(&mut doc, &patch).unwrap();
+        assert_eq!(doc, serde_json::to_value(&after).unwrap());
     }
 
     #[test]
