@@ -88,15 +88,19 @@ fn merge_conditions(first: Option<Value>, more: Value) -> Value {
     let Some(mut merged) = first else {
         return more;
     };
-    let list = |v: &Value| {
+    let conditions = |v: &Value| {
         v["status"]["conditions"]
             .as_array()
             .cloned()
             .unwrap_or_default()
     };
-    let extra: Vec<Value> = list(&more)
+    let written: Vec<Value> = conditions(&merged)
+        .iter()
+        .map(|c| c["type"].clone())
+        .collect();
+    let extra: Vec<Value> = conditions(&more)
         .into_iter()
-        .filter(|c| !list(&merged).iter().any(|m| m["type"] == c["type"]))
+        .filter(|c| !written.contains(&c["type"]))
         .collect();
     if let Some(conditions) = merged["status"]["conditions"].as_array_mut() {
         conditions.extend(extra);

@@ -79,7 +79,7 @@ pub fn resolve(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     use kruise_api::apps_v1alpha1::{
@@ -98,7 +98,7 @@ mod tests {
         }
     }
 
-    fn list(names: &[&str]) -> ResourceDistributionTargetNamespaces {
+    pub(crate) fn list(names: &[&str]) -> ResourceDistributionTargetNamespaces {
         ResourceDistributionTargetNamespaces {
             list: names
                 .iter()

@@ -3,13 +3,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_api::apps_v1alpha1::{
-    ResourceDistributionNamespace, ResourceDistributionTargetNamespaces,
-    ResourceDistributionTargets,
-};
+use kruise_api::apps_v1alpha1::ResourceDistributionTargets;
 use proptest::prelude::*;
 use serde_json::json;
 
+use super::targets::tests::{list, ns};
 use super::*;
 
 fn source() -> Source {
@@ -22,28 +20,6 @@ fn source() -> Source {
             "type": "Opaque",
             "data": {"token": "ZGVtby10b2tlbg=="},
         }),
-    }
-}
-
-fn ns(name: &str, labels: &[(&str, &str)]) -> NamespaceView {
-    NamespaceView {
-        name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        terminating: false,
-    }
-}
-
-fn list(names: &[&str]) -> ResourceDistributionTargetNamespaces {
-    ResourceDistributionTargetNamespaces {
-        list: names
-            .iter()
-            .map(|n| ResourceDistributionNamespace {
-                name: n.to_string(),
-            })
-            .collect(),
     }
 }
 
