@@ -58,7 +58,8 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             runtime.events(),
             runtime.metrics.clone(),
             CONTROLLER_NAME,
-        )),
+        ))
+        .consulting_budgets(kruise_pub::Options::from_gates(&runtime.gates)),
         options: options(runtime),
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "CloneSet"),
     })

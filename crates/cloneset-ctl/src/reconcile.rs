@@ -82,8 +82,9 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
         write_pods_to_delete(ctx, cs, &names).await?;
     }
     revisions::truncate_history(&ctx.client, cs, &revisions, &world.pods).await?;
-    executed?;
-    Ok(min_duration(requeue, status_requeue).map_or_else(Action::await_change, Action::requeue))
+    let held = executed?.requeue_after();
+    Ok(min_duration(min_duration(requeue, status_requeue), held)
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Spec 4.9: create the rollout's ImagePullJobs once, and remove them when it is done.

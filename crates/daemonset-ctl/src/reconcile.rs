@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_api::apps_v1alpha1::DaemonSet;
-use kruise_workload::Action as WorkloadAction;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision::revision_data;
+use kruise_workload::{Action as WorkloadAction, min_duration};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -109,6 +109,6 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action> 
     }
     let limit = ds.spec.revision_history_limit().max(0) as usize;
     history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;
-    executed?;
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    let held = executed?.requeue_after();
+    Ok(min_duration(requeue, held).map_or_else(Action::await_change, Action::requeue))
 }

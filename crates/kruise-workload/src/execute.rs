@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kruise_api::keys;
+use kruise_api::policy_v1alpha1::PubOperation;
 use kruise_inplace::PodWrites;
 use kube::runtime::controller::Action as Next;
 use kube::{Resource, ResourceExt};
@@ -23,12 +24,40 @@ const CONCURRENT_WRITES: usize = 16;
 /// How soon to look again while the caches do not show an owner's writes yet.
 pub const EXPECTATION_POLL: Duration = Duration::from_millis(500);
 
+/// How soon to look again at an owner whose Pod a PodUnavailableBudget held back: the
+/// budget comes back when `pub-ctl` sees an updated Pod available again, which is no
+/// event of the owner's.
+pub const BUDGET_POLL: Duration = Duration::from_secs(1);
+
+/// What carrying out a plan left undone on purpose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Executed {
+    /// Pod disruptions (in-place updates, deletions) a PodUnavailableBudget refused
+    /// this round.
+    pub held_by_budget: usize,
+}
+
+impl Executed {
+    /// When to look again for what was held back.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        (self.held_by_budget > 0).then_some(BUDGET_POLL)
+    }
+}
+
+/// One action's outcome.
+enum Done {
+    Written,
+    HeldByBudget,
+}
+
 /// The write side a workload controller shares across its reconciles: the Pod/PVC writer
 /// and what it expects the caches to show next.
 pub struct Writer {
     pub control: PodControl,
     pub pods: Expectations,
     pub pvcs: Expectations,
+    /// Whether in-place updates ask the Pod's PodUnavailableBudget first (`None`: never).
+    budget: Option<kruise_pub::Options>,
 }
 
 impl Writer {
@@ -37,7 +66,18 @@ impl Writer {
             control,
             pods: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
             pvcs: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
+            budget: None,
         }
+    }
+
+    /// In-place updates spend the Pod's PodUnavailableBudget before they start (spec
+    /// `pod-safety.md` 1.6, as OpenKruise's controllers do with the
+    /// `PodUnavailableBudgetUpdateGate` on), and wait while it has nothing left.
+    /// Deletions need no such call: the apiserver sends them through `pub-ctl`'s
+    /// webhook, whose refusal [`Writer::execute`] reports as held, not as an error.
+    pub fn consulting_budgets(mut self, options: kruise_pub::Options) -> Self {
+        self.budget = options.protect_update.then_some(options);
+        self
     }
 
     /// Whether the caches (`pods`, `pvcs`, of `namespace`) show every write this owner
@@ -148,7 +188,7 @@ impl Writer {
         owner: &ObjectReference,
         owner_uid: &str,
         plan: crate::action::Plan<'_>,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Executed, kube::Error> {
         for w in &plan.warnings {
             self.control
                 .events()
@@ -158,13 +198,14 @@ impl Writer {
     }
 
     /// Executes every action for the owner (`owner`, `owner_uid`); returns the first
-    /// error, after trying the rest (creations stop at the first failing batch).
+    /// error, after trying the rest (creations stop at the first failing batch), or what
+    /// was held back.
     pub async fn execute(
         &self,
         owner: &ObjectReference,
         owner_uid: &str,
         actions: Vec<Action<'_>>,
-    ) -> Result<(), kube::Error> {
+    ) -> Result<Executed, kube::Error> {
         let mut creates: Vec<(Pod, Vec<PersistentVolumeClaim>)> = Vec::new();
         let mut others = Vec::new();
         for action in actions {
@@ -182,6 +223,7 @@ impl Writer {
             .await;
             first_error = errors.into_iter().next();
         }
+        let mut executed = Executed::default();
         let mut others = others.into_iter();
         loop {
             let batch: Vec<_> = others
@@ -193,12 +235,16 @@ impl Writer {
                 break;
             }
             for result in futures::future::join_all(batch).await {
-                if let Err(e) = result {
-                    first_error.get_or_insert(e);
+                match result {
+                    Ok(Done::Written) => {}
+                    Ok(Done::HeldByBudget) => executed.held_by_budget += 1,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
                 }
             }
         }
-        first_error.map_or(Ok(()), Err)
+        first_error.map_or(Ok(executed), Err)
     }
 
     async fn create(
@@ -245,7 +291,37 @@ impl Writer {
         result
     }
 
+    /// One action, after asking the Pod's PodUnavailableBudget when it is an in-place
+    /// update; a budget's refusal (ours, or `pub-ctl`'s webhook answering a deletion or a
+    /// Pod patch) holds the Pod back until a later round.
     async fn run(
+        &self,
+        owner: &ObjectReference,
+        uid: &str,
+        action: Action<'_>,
+    ) -> Result<Done, kube::Error> {
+        let name = action.object_name().to_string();
+        if let (Action::UpdateInPlace { pod, .. }, Some(options)) = (&action, self.budget) {
+            let client = self.control.client();
+            let refused = kruise_pub::consult(client, pod, PubOperation::Update, options).await?;
+            if let Some(denial) = refused {
+                tracing::info!(pod = %name, reason = %denial.message(), "in-place update held by a PodUnavailableBudget");
+                self.control.count("held_by_budget");
+                return Ok(Done::HeldByBudget);
+            }
+        }
+        match self.write(owner, uid, action).await {
+            Ok(()) => Ok(Done::Written),
+            Err(e) if kruise_pub::is_refusal(&e) => {
+                tracing::info!(pod = %name, "{e}");
+                self.control.count("held_by_budget");
+                Ok(Done::HeldByBudget)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn write(
         &self,
         owner: &ObjectReference,
         uid: &str,

@@ -20,5 +20,5 @@ pub mod update;
 
 pub use action::{Action, Plan, Warning, min_duration};
 pub use control::{PatchKind, PodControl, PodMessages, slow_start};
-pub use execute::Writer;
+pub use execute::{Executed, Writer};
 pub use expectations::{Expectations, Expected, Observed};

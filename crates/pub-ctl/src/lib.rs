@@ -7,16 +7,17 @@
 //! are the I/O around it.
 
 pub mod budget;
-pub mod decision;
 pub mod error;
 pub mod events;
 pub mod matching;
 pub mod plan;
-pub mod podstate;
 pub mod reconcile;
+pub mod triggers;
 pub mod validation;
 pub mod webhook;
 pub mod workload;
+
+pub use kruise_pub::{decision, podstate};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,7 +26,7 @@ use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::policy_v1alpha1::PodUnavailableBudget;
 use kruise_runtime::cache::{prune, prune_metadata};
-use kruise_runtime::{Cache, Events, Reconciler, Runtime, gates};
+use kruise_runtime::{Cache, Events, Reconciler, Runtime};
 use kube::Client;
 use kube::runtime::watcher;
 
@@ -61,12 +62,7 @@ impl Context {
 
 /// The decision's switches from the feature gates.
 pub fn options(runtime: &Runtime) -> decision::Options {
-    let g = &runtime.gates;
-    decision::Options {
-        protect_delete: g.enabled(gates::POD_UNAVAILABLE_BUDGET_DELETE_GATE),
-        protect_update: g.enabled(gates::POD_UNAVAILABLE_BUDGET_UPDATE_GATE),
-        vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
-    }
+    decision::Options::from_gates(&runtime.gates)
 }
 
 fn prune_replicaset(rs: &mut ReplicaSet) {
@@ -99,7 +95,11 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(ctx.clone());
-    let controller = |workers| reconcile::run(ctx.clone(), workers);
+    let scope = triggers::Scope::of(&runtime);
+    let controller = |workers| {
+        let replica_changes = triggers::replica_changes(&scope, ctx.pubs.store().clone());
+        reconcile::run(ctx.clone(), workers, replica_changes)
+    };
     runtime
         .serve_with_webhooks(routes, webhook::configurations, controller)
         .await?;

@@ -136,7 +136,7 @@ pub fn plan(world: &World) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::podstate::tests_support::ready_pod;
+    use crate::podstate::testing::ready_pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kruise_api::policy_v1alpha1::PodUnavailableBudgetSpec;

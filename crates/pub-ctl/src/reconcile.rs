@@ -29,8 +29,13 @@ const RESYNC: Duration = Duration::from_secs(30);
 /// After a status write conflict: the cache will have the newer PUB in a moment.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 
-/// The controller over the shared caches: a Pod wakes every PUB of its namespace.
-pub async fn run(ctx: Arc<Context>, workers: u16) {
+/// The controller over the shared caches: a Pod wakes every PUB of its namespace, and
+/// so does a change to a workload's replicas ([`crate::triggers`]).
+pub async fn run(
+    ctx: Arc<Context>,
+    workers: u16,
+    replica_changes: impl futures::Stream<Item = ObjectRef<PodUnavailableBudget>> + Send + 'static,
+) {
     let store = ctx.pubs.store().clone();
     let by_pod = move |pod: Arc<Pod>| {
         let namespace = pod.metadata.namespace.clone();
@@ -44,7 +49,8 @@ pub async fn run(ctx: Arc<Context>, workers: u16) {
     let r = &ctx.reconciler;
     let controller = r
         .controller(&ctx.pubs, workers)
-        .watches_shared_stream(ctx.pods.subscribe(), by_pod);
+        .watches_shared_stream(ctx.pods.subscribe(), by_pod)
+        .reconcile_on(replica_changes);
     r.run_with(controller, ctx.clone(), reconcile).await;
 }
 

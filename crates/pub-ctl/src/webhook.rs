@@ -17,7 +17,6 @@
 //!   satisfy.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -33,23 +32,18 @@ use kruise_runtime::webhook::{
     AdmissionRequest, AdmissionResponse, HandlerError, OnFailure, Operation, Route, decode,
     deny_forbidden, deny_invalid, dynamic, json_patch,
 };
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::core::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::decision::{self, Precheck, Spend};
-use crate::error::is_conflict;
+use crate::decision::{self, Precheck};
 use crate::reconcile::pod_reference;
 use crate::{Context, events, matching, podstate, validation, workload};
+use kruise_pub::Spent;
 
 pub const VALIDATE_PUB_PATH: &str = "/validate-policy-kruise-io-v1alpha1-podunavailablebudget";
 pub const MUTATE_POD_PATH: &str = "/mutate-pod-pub";
 pub const VALIDATE_POD_PATH: &str = "/validate-pod-pub";
-
-/// Status write attempts before answering "conflicts" (spec 1.6.8).
-const WRITE_ATTEMPTS: usize = 4;
-/// Wait between attempts.
-const RETRY_DELAY: Duration = Duration::from_millis(500);
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())
@@ -300,59 +294,35 @@ pub async fn admit(
     let api: Api<PodUnavailableBudget> = Api::namespaced(ctx.client.clone(), &namespace);
     let lock = ctx.lock_for(&namespace, &pub_name);
     let mut last_written = lock.lock().await;
-    let mut fresh: Option<PodUnavailableBudget> = None;
-    for attempt in 0..WRITE_ATTEMPTS {
-        let newest = match fresh.take() {
-            Some(p) => p,
-            None => {
-                let cached = ctx
-                    .pubs
-                    .store()
-                    .get(&ObjectRef::<PodUnavailableBudget>::new(&pub_name).within(&namespace))
-                    .map(|p| (*p).clone());
-                match newer(cached, last_written.clone()) {
-                    Some(p) => p,
-                    None => return Ok(None), // the PUB is gone
-                }
+    let cached = ctx
+        .pubs
+        .store()
+        .get(&ObjectRef::<PodUnavailableBudget>::new(&pub_name).within(&namespace))
+        .map(|p| (*p).clone());
+    let Some(newest) = newer(cached, last_written.clone()) else {
+        return Ok(None); // the PUB is gone
+    };
+    match kruise_pub::spend(&api, newest, &pod_name, op, dry_run)
+        .await
+        .map_err(internal)?
+    {
+        Spent::Allowed { written } => {
+            if let Some(written) = written {
+                *last_written = Some(*written);
             }
-        };
-        match decision::spend(&newest, &pod_name, op, jiff::Timestamp::now()) {
-            Spend::AlreadyRecorded => return Ok(None),
-            Spend::Deny(denial) => {
-                if denial.warns_pod() && !dry_run {
-                    ctx.events.warning(
-                        &pod_reference(pod),
-                        events::EVENT_PUB_PREVENT_POD_DELETION,
-                        events::EVENT_PUB_PREVENT_POD_DELETION_MSG,
-                    );
-                }
-                return Ok(Some(denial));
+            Ok(None)
+        }
+        Spent::Denied(denial) => {
+            if denial.warns_pod() && !dry_run {
+                ctx.events.warning(
+                    &pod_reference(pod),
+                    events::EVENT_PUB_PREVENT_POD_DELETION,
+                    events::EVENT_PUB_PREVENT_POD_DELETION_MSG,
+                );
             }
-            Spend::Write(_) if dry_run => return Ok(None),
-            Spend::Write(status) => {
-                let mut next = newest;
-                next.status = Some(status);
-                match api
-                    .replace_status(&pub_name, &PostParams::default(), &next)
-                    .await
-                {
-                    Ok(written) => {
-                        *last_written = Some(written);
-                        return Ok(None);
-                    }
-                    Err(e) if is_conflict(&e) => {
-                        tracing::debug!(attempt, pub_ = %pub_name, "pub status conflict; reading again");
-                        if attempt + 1 < WRITE_ATTEMPTS {
-                            tokio::time::sleep(RETRY_DELAY).await;
-                            fresh = Some(api.get(&pub_name).await.map_err(internal)?);
-                        }
-                    }
-                    Err(e) => return Err(internal(e)),
-                }
-            }
+            Ok(Some(denial))
         }
     }
-    Ok(Some(decision::Denial::Conflicts { pub_name }))
 }
 
 /// The newer of two copies of a PUB by resourceVersion (etcd revisions, compared as

@@ -8,7 +8,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::events;
 use crate::plan::{Plan, PodWrite, WriteKind};
 
@@ -20,8 +20,9 @@ pub fn pod_key(pod: &Pod) -> String {
     format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
 }
 
-/// Executes every write; returns the first error (after trying the rest).
-pub async fn execute(ctx: &Context, ss: &SidecarSet, plan: &Plan<'_>) -> Result<()> {
+/// Executes every write; returns the first error (after trying the rest), or how many Pods
+/// a PodUnavailableBudget held back (`pub-ctl`'s webhook refused their sidecar change).
+pub async fn execute(ctx: &Context, ss: &SidecarSet, plan: &Plan<'_>) -> Result<usize> {
     let owner = ss.object_ref(&());
     let uid = ss.uid().unwrap_or_default();
     let mut first_error = None;
@@ -46,16 +47,21 @@ pub async fn execute(ctx: &Context, ss: &SidecarSet, plan: &Plan<'_>) -> Result<
         );
     }
 
+    let mut held = 0;
     for batch in plan.writes.chunks(CONCURRENT_WRITES) {
         let results =
             futures::future::join_all(batch.iter().map(|w| write(ctx, &owner, &uid, w))).await;
         for r in results {
-            if let Err(e) = r {
-                first_error.get_or_insert(e);
+            match r {
+                Ok(()) => {}
+                Err(Error::Kube(e)) if kruise_pub::is_refusal(&e) => held += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(held), Err)
 }
 
 fn expect(ctx: &Context, uid: &str, pod: &Pod, resource_version: Option<String>) {
@@ -101,6 +107,9 @@ async fn write(ctx: &Context, owner: &ObjectReference, uid: &str, w: &PodWrite<'
             events::EVENT_RESET_CONTAINER_FAILED,
             format!("reset sidecar container image empty failed: {e}"),
         ),
+        (Err(Error::Kube(e)), WriteKind::Upgrade) if kruise_pub::is_refusal(e) => {
+            tracing::info!(pod = %pod_key(w.pod), "sidecar upgrade held by a PodUnavailableBudget: {e}");
+        }
         (Err(e), WriteKind::Upgrade) => ctx.control.events().warning(
             owner,
             events::FAILED_UPDATE_POD_SIDECAR,

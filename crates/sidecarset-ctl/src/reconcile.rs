@@ -128,8 +128,11 @@ async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
     if status != previous {
         write_status(ctx, ss, &status).await?;
     }
-    executed?;
-    Ok(if covered {
+    let held = executed?;
+    Ok(if held > 0 {
+        // The budget comes back when pub-ctl sees an upgraded Pod available again.
+        Action::requeue(kruise_workload::execute::BUDGET_POLL)
+    } else if covered {
         Action::await_change()
     } else {
         Action::requeue(COVERAGE_POLL)

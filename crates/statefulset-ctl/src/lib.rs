@@ -76,7 +76,8 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
                 CONTROLLER_NAME,
             )
             .with_messages(events::StatefulSetMessages),
-        ),
+        )
+        .consulting_budgets(kruise_pub::Options::from_gates(&runtime.gates)),
         options: options(runtime),
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "StatefulSet"),
     })

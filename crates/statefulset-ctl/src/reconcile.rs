@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::StatefulSet;
-use kruise_workload::Action as WorkloadAction;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::predownload;
 use kruise_workload::revision::revision_data;
+use kruise_workload::{Action as WorkloadAction, min_duration};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -135,8 +135,8 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
     }
     let limit = sts.spec.revision_history_limit() as usize;
     history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;
-    executed?;
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    let held = executed?.requeue_after();
+    Ok(min_duration(requeue, held).map_or_else(Action::await_change, Action::requeue))
 }
 
 /// The claims of the set's templates in its namespace: `<template>-<set>-<ordinal>`.

@@ -731,6 +731,9 @@ async fn resource_groups(client: &kube::Client) -> BTreeMap<String, String> {
 /// namespace` (`*`: cluster-wide; resource as [`can_i`] takes it). The `yes` lines are
 /// what the controller uses (so the `no` lines are not vacuous).
 const CLONESET_CHECKS: &str = "
+    yes get    podunavailablebudgets.policy.kruise.io                  default
+    yes update podunavailablebudgets.policy.kruise.io#status           default
+    no  update podunavailablebudgets.policy.kruise.io                  default
     yes watch  clonesets.apps.kruise.io                                *
     yes watch  pods                                                    *
     yes watch  persistentvolumeclaims                                  *
@@ -837,6 +840,9 @@ const SIDECARSET_CHECKS: &str = "
 ";
 
 const STATEFULSET_CHECKS: &str = "
+    yes get    podunavailablebudgets.policy.kruise.io                  default
+    yes update podunavailablebudgets.policy.kruise.io#status           default
+    no  update podunavailablebudgets.policy.kruise.io                  default
     yes watch  statefulsets.apps.kruise.io                             *
     yes list   statefulsets.apps.kruise.io                             default
     yes patch  statefulsets.apps.kruise.io#status                      default
@@ -1008,6 +1014,9 @@ const CRONJOB_CHECKS: &str = "
 ";
 
 const DAEMONSET_CHECKS: &str = "
+    yes get    podunavailablebudgets.policy.kruise.io                  default
+    yes update podunavailablebudgets.policy.kruise.io#status           default
+    no  update podunavailablebudgets.policy.kruise.io                  default
     yes watch  daemonsets.apps.kruise.io                               *
     yes list   daemonsets.apps.kruise.io                               default
     yes patch  daemonsets.apps.kruise.io#status                        default
@@ -1175,6 +1184,10 @@ const PUB_CHECKS: &str = "
     yes get    statefulsets.apps                                       default
     yes get    clonesets.apps.kruise.io                                default
     yes get    statefulsets.apps.kruise.io                             default
+    yes watch  deployments.apps                                        *
+    yes watch  statefulsets.apps                                       *
+    yes watch  clonesets.apps.kruise.io                                *
+    yes watch  statefulsets.apps.kruise.io                             *
     # A user's workload: its scale subresource only.
     yes get    myworkloads.example.com#scale                           default
     yes create events.events.k8s.io                                    default
@@ -1199,7 +1212,6 @@ const PUB_CHECKS: &str = "
     no  patch  pods#status                                             default
     no  patch  pods#resize                                             default
     # Workloads are only read, and a user's CRD only through its scale.
-    no  list   deployments.apps                                        default
     no  patch  deployments.apps                                        default
     no  update deployments.apps#scale                                  default
     no  patch  clonesets.apps.kruise.io                                default

@@ -8,6 +8,9 @@
 //! back before the test has looked.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -324,6 +327,307 @@ async fn seed_p1_cloneset_delete_evict_update() {
     let s = status(&ns, "web-pub").await;
     assert!(s.unavailable_pods.contains_key(&names[3]), "{s:?}");
     assert_eq!(s.unavailable_allowed, 0, "{s:?}");
+}
+
+/// Unavailable as a PUB counts it: not Ready, or its containers not (yet) running the
+/// images its spec names, or Kruise's in-place gate held.
+fn unavailable(pod: &Pod) -> bool {
+    !kruise_pub::podstate::is_available(pod)
+}
+
+/// The most Pods (of a label selector) unavailable at once, over every version of every
+/// Pod a watch delivers: no intermediate state is missed, as sampling would.
+struct MostUnavailable {
+    most: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MostUnavailable {
+    fn watch(ns: &TestNamespace, selector: &str) -> Self {
+        let most = Arc::new(AtomicUsize::new(0));
+        let api: Api<Pod> = ns.api();
+        let config = kube::runtime::watcher::Config::default().labels(selector);
+        let task = tokio::spawn({
+            let most = most.clone();
+            async move {
+                let mut down = std::collections::BTreeMap::new();
+                let mut events = kube::runtime::watcher(api, config).boxed();
+                while let Some(Ok(event)) = events.next().await {
+                    if let kube::runtime::watcher::Event::Apply(p)
+                    | kube::runtime::watcher::Event::InitApply(p) = event
+                    {
+                        down.insert(p.name_any(), unavailable(&p));
+                        let now = down.values().filter(|d| **d).count();
+                        most.fetch_max(now, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        MostUnavailable { most, task }
+    }
+
+    fn stop(self) -> usize {
+        self.task.abort();
+        self.most.load(Ordering::Relaxed)
+    }
+}
+
+/// OpenKruise's controllers consult the PUB before an in-place update: with the
+/// CloneSet's own maxUnavailable at 100%, a PUB of maxUnavailable 1 still lets only one
+/// Pod at a time go (sampled while it rolls), every Pod is updated in place (same UIDs),
+/// and the budget ends whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cloneset_in_place_rollout_under_a_pub_takes_one_pod_at_a_time() {
+    let ns = TestNamespace::new("pub-rollout").await;
+    let _pub_ctl = pub_controller(&ns, "").await;
+    let _cs_ctl = cloneset_controller(&ns).await;
+    ns.apply(
+        &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                 "updateStrategy": {"type": "InPlaceIfPossible", "maxUnavailable": "100%"},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}}}})
+        .to_string(),
+    )
+    .await
+    .expect("cloneset");
+    ns.apply(&pub_json("web-pub",
+        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
+               "maxUnavailable": 1}), json!({})))
+        .await
+        .expect("pub");
+    let before = ready_pods(&ns, "web", 3, "web-pub").await;
+    wait_status(&ns, "web-pub", "budget of 1", |s| counts(s) == (3, 2, 3, 1)).await;
+    let uids: Vec<_> = before.iter().map(|p| p.uid().unwrap_or_default()).collect();
+
+    let most_down = MostUnavailable::watch(&ns, "app=web");
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:mainline"}]}}}});
+    ns.api::<kruise_api::apps_v1alpha1::CloneSet>()
+        .patch("web", &PatchParams::default(), &Patch::Merge(&image))
+        .await
+        .expect("new image");
+    let after = wait_for(
+        "every Pod updated in place and available",
+        2 * MINUTE,
+        || async {
+            let pods = pods_of(&ns, "web").await;
+            let updated = pods
+                .iter()
+                .filter(|p| {
+                    !unavailable(p)
+                        && p.spec
+                            .as_ref()
+                            .and_then(|s| s.containers[0].image.as_deref())
+                            == Some("nginx:mainline")
+                })
+                .count();
+            if pods.len() == 3 && updated == 3 {
+                Ok(pods)
+            } else {
+                Err(format!("{updated} of {} updated", pods.len()))
+            }
+        },
+    )
+    .await;
+    let most_down = most_down.stop();
+    assert!(
+        most_down <= 1,
+        "{most_down} Pods were unavailable at once under a budget of 1"
+    );
+    let after_uids: Vec<_> = after.iter().map(|p| p.uid().unwrap_or_default()).collect();
+    assert_eq!(after_uids, uids, "updated in place, not recreated");
+    wait_status(&ns, "web-pub", "the budget whole again", |s| {
+        counts(s) == (3, 2, 3, 1) && s.unavailable_pods.is_empty()
+    })
+    .await;
+}
+
+/// Deletes the cluster-scoped SidecarSet a test made, even when it fails.
+struct SidecarSetGuard(String);
+
+impl Drop for SidecarSetGuard {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "sidecarset",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
+}
+
+/// A SidecarSet's in-place sidecar upgrade goes through the same budget: 3 bare Pods
+/// (their total set by `pub.kruise.io/protect-total-replicas`), a PUB of maxUnavailable
+/// 1, and a SidecarSet rolling a new sidecar image with maxUnavailable 100%: one Pod at
+/// a time, every Pod upgraded in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sidecarset_upgrade_under_a_pub_takes_one_pod_at_a_time() {
+    let ns = TestNamespace::new("pub-sidecar").await;
+    let name = format!("pub-{}", ns.name.rsplit('-').next().unwrap_or("x"));
+    let _guard = SidecarSetGuard(name.clone());
+    let _pub_ctl = pub_controller(&ns, "").await;
+    let _ss_ctl =
+        RunningController::start(sidecarset_ctl::IDENTITY, &ns.name, "", sidecarset_ctl::run).await;
+    let sidecarset = |image: &str| {
+        json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+               "metadata": {"name": name},
+               "spec": {"namespace": ns.name, "selector": {"matchLabels": {"app": "side"}},
+                        "updateStrategy": {"maxUnavailable": "100%"},
+                        "containers": [{"name": "sidecar1", "image": image, "command": ["sleep", "999d"]}]}})
+        .to_string()
+    };
+    let api: Api<kruise_api::apps_v1alpha1::SidecarSet> = Api::all(ns.client.clone());
+    // Pods created from here on are injected once the controller reports the spec
+    // observed (it does so only when the apiserver calls its webhook).
+    ns.apply(&sidecarset("busybox")).await.expect("sidecarset");
+    wait_for("the SidecarSet observed", MINUTE, || async {
+        let ss = api.get(&name).await.map_err(|e| e.to_string())?;
+        let observed = ss
+            .status
+            .as_ref()
+            .map(|s| s.observed_generation)
+            .unwrap_or_default();
+        if Some(observed) == ss.metadata.generation {
+            Ok(())
+        } else {
+            Err(format!("{observed}"))
+        }
+    })
+    .await;
+    ns.apply(&pub_json(
+        "side-pub",
+        json!({"selector": {"matchLabels": {"app": "side"}}, "maxUnavailable": 1}),
+        json!({keys::PUB_PROTECT_TOTAL_REPLICAS: "3"}),
+    ))
+    .await
+    .expect("pub");
+    let pods_api: Api<Pod> = ns.api();
+    for i in 0..3 {
+        let pod: Pod = serde_json::from_value(
+            json!({"metadata": {"name": format!("side-{i}"), "labels": {"app": "side"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx:alpine"}]}}),
+        )
+        .unwrap();
+        let created = pods_api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+        let names: Vec<_> = created
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| c.name.clone())
+            .collect();
+        assert!(
+            names.contains(&"sidecar1".to_string()),
+            "injected: {names:?}"
+        );
+    }
+    let before = ready_pods(&ns, "side", 3, "side-pub").await;
+    wait_status(&ns, "side-pub", "budget of 1", |s| {
+        counts(s) == (3, 2, 3, 1)
+    })
+    .await;
+    let uids: Vec<_> = before.iter().map(|p| p.uid().unwrap_or_default()).collect();
+
+    let most_down = MostUnavailable::watch(&ns, "app=side");
+    ns.apply(&sidecarset("busybox:1.36"))
+        .await
+        .expect("new sidecar image");
+    let sidecar_image = |p: &Pod| {
+        p.spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .find(|c| c.name == "sidecar1")
+            .and_then(|c| c.image.clone())
+    };
+    let after = wait_for(
+        "every Pod's sidecar upgraded and available",
+        2 * MINUTE,
+        || async {
+            let pods = pods_of(&ns, "side").await;
+            let done = pods
+                .iter()
+                .filter(|p| !unavailable(p) && sidecar_image(p).as_deref() == Some("busybox:1.36"))
+                .count();
+            if pods.len() == 3 && done == 3 {
+                Ok(pods)
+            } else {
+                Err(format!("{done} of {} upgraded", pods.len()))
+            }
+        },
+    )
+    .await;
+    let most_down = most_down.stop();
+    assert!(
+        most_down <= 1,
+        "{most_down} Pods were unavailable at once under a budget of 1"
+    );
+    let after_uids: Vec<_> = after.iter().map(|p| p.uid().unwrap_or_default()).collect();
+    assert_eq!(after_uids, uids, "upgraded in place, not recreated");
+}
+
+/// Spec 1.5.6: a PUB follows its workload's replicas at once. A PUB of maxUnavailable 0
+/// over a CloneSet of 4 allows nothing; scaled to 1, the new total frees 3 units and the
+/// scale-in goes through, without waiting for the PUB's periodic resync (the refused
+/// deletions change no Pod, so only the replica change can wake the PUB this soon).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scaling_down_under_an_exhausted_pub_follows_the_new_total() {
+    let ns = TestNamespace::new("pub-scale").await;
+    let _pub_ctl = pub_controller(&ns, "").await;
+    let _cs_ctl = cloneset_controller(&ns).await;
+    ns.apply(
+        &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+                 "template": gated_template("web")}})
+        .to_string(),
+    )
+    .await
+    .expect("cloneset");
+    ns.apply(&pub_json("web-pub",
+        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
+               "maxUnavailable": 0}), json!({})))
+        .await
+        .expect("pub");
+    ready_pods(&ns, "web", 4, "web-pub").await;
+    wait_status(&ns, "web-pub", "nothing allowed", |s| {
+        counts(s) == (4, 4, 4, 0)
+    })
+    .await;
+
+    let started = std::time::Instant::now();
+    ns.api::<kruise_api::apps_v1alpha1::CloneSet>()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale to 1");
+    wait_for("1 Pod left", Duration::from_secs(20), || async {
+        let n = pods_of(&ns, "web").await.len();
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(format!("{n} Pods"))
+        }
+    })
+    .await;
+    // Total 1, desired 1, the one Pod left available, nothing more allowed.
+    wait_status(&ns, "web-pub", "the new total", |s| {
+        counts(s) == (1, 1, 1, 0)
+    })
+    .await;
+    eprintln!(
+        "scaled 4 → 1 under a PUB of maxUnavailable 0 in {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

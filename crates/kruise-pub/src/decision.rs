@@ -136,6 +136,10 @@ pub fn precheck<'a>(
     Precheck::Spend(name)
 }
 
+/// What a budget's refusal names first (`<subject> "<pub>" is forbidden: ...`), so a
+/// controller can tell it from other refusals of its Pod writes.
+pub const DENIAL_SUBJECT: &str = "podunavailablebudgets.policy.kruise.io";
+
 /// Why step 7 refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Denial {
@@ -151,9 +155,8 @@ impl Denial {
     /// The message the client sees (after the apiserver's `admission webhook ... denied
     /// the request: `), worded as OpenKruise's `errors.NewForbidden` prints it.
     pub fn message(&self) -> String {
-        let forbidden = |name: &str, why: &str| {
-            format!("podunavailablebudgets.policy.kruise.io \"{name}\" is forbidden: {why}")
-        };
+        let forbidden =
+            |name: &str, why: &str| format!("{DENIAL_SUBJECT} \"{name}\" is forbidden: {why}");
         match self {
             Denial::Exhausted { pub_name } => {
                 forbidden(pub_name, keys::PUB_MSG_UNAVAILABLE_ALLOWED_NEGATIVE)
@@ -211,7 +214,7 @@ pub fn spend(pub_: &PodUnavailableBudget, pod: &str, op: PubOperation, now: Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::podstate::tests_support::ready_pod;
+    use crate::podstate::testing::ready_pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kruise_api::policy_v1alpha1::PodUnavailableBudgetSpec;
     use proptest::prelude::*;

@@ -203,15 +203,15 @@ fn qos_class(containers: &[Container]) -> Qos {
     }
 }
 
-/// Fixtures shared by the crate's tests.
-#[cfg(test)]
-pub(crate) mod tests_support {
+/// Fixtures shared by this crate's tests and, with the `testing` feature, its dependents'.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
     use k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     /// A Running, Ready Pod labelled `app=web` whose one container runs `image`.
-    pub(crate) fn ready_pod(name: &str, image: &str) -> Pod {
+    pub fn ready_pod(name: &str, image: &str) -> Pod {
         Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
@@ -248,7 +248,7 @@ pub(crate) mod tests_support {
 
 #[cfg(test)]
 mod tests {
-    use super::tests_support::ready_pod;
+    use super::testing::ready_pod;
     use super::*;
     use k8s_openapi::api::core::v1::ContainerResizePolicy;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;

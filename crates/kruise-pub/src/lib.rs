@@ -1,0 +1,168 @@
+//! The PodUnavailableBudget decision (spec `pod-safety.md` §1.5.4 and §1.6), in one place
+//! for everyone who spends a budget:
+//!
+//! - `pub-ctl`'s Pod webhook, for deletions, evictions and Pod updates anyone sends;
+//! - the workload controllers (CloneSet, Advanced StatefulSet, Advanced DaemonSet,
+//!   SidecarSet), before an in-place update. They must ask first: an in-place update
+//!   starts with a `pods/status` write (`InPlaceUpdateReady=False`) that no webhook sees,
+//!   after which the webhook finds the Pod already unavailable and lets the image change
+//!   through without spending anything.
+//!
+//! [`podstate`] and [`decision`] are pure; [`spend`] is the one status-write loop
+//! (optimistic concurrency on the PUB's status, retried on conflict), and [`consult`]
+//! the controllers' entry point.
+
+pub mod decision;
+pub mod podstate;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
+use kruise_runtime::{FeatureGates, gates};
+use kube::Client;
+use kube::api::{Api, PostParams};
+
+pub use decision::{Denial, Options};
+
+/// Status write attempts before answering "conflicts" (spec 1.6.8).
+pub const WRITE_ATTEMPTS: usize = 4;
+/// Wait between attempts.
+pub const RETRY_DELAY: Duration = Duration::from_millis(500);
+
+impl Options {
+    /// The switches as the feature gates set them.
+    pub fn from_gates(g: &FeatureGates) -> Options {
+        Options {
+            protect_delete: g.enabled(gates::POD_UNAVAILABLE_BUDGET_DELETE_GATE),
+            protect_update: g.enabled(gates::POD_UNAVAILABLE_BUDGET_UPDATE_GATE),
+            vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
+        }
+    }
+}
+
+/// The apiserver refused a Pod write because `pub-ctl`'s webhook found a
+/// PodUnavailableBudget with nothing left: a controller holds the Pod back and looks
+/// again later, rather than counting a failure.
+pub fn is_refusal(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains(decision::DENIAL_SUBJECT))
+}
+
+/// What spending one unit of a budget came to.
+#[derive(Debug)]
+pub enum Spent {
+    /// Allowed. `written` is the PUB as this call wrote it (`None` when nothing was
+    /// written: a dry run, or the Pod was recorded meanwhile).
+    Allowed {
+        written: Option<Box<PodUnavailableBudget>>,
+    },
+    Denied(Denial),
+}
+
+/// Spec 1.6 step 7–9 from `newest` (the newest copy of the PUB the caller knows): decide
+/// on it, write the status with the Pod recorded (guarded by its resourceVersion), and on
+/// a conflict read the PUB again and decide again, [`WRITE_ATTEMPTS`] times in all. Two
+/// spenders racing for the last unit can't both win: the loser's write conflicts and its
+/// second look finds nothing left. A dry run decides but never writes.
+pub async fn spend(
+    api: &Api<PodUnavailableBudget>,
+    mut newest: PodUnavailableBudget,
+    pod: &str,
+    op: PubOperation,
+    dry_run: bool,
+) -> Result<Spent, kube::Error> {
+    let pub_name = newest.metadata.name.clone().unwrap_or_default();
+    for attempt in 0..WRITE_ATTEMPTS {
+        let status = match decision::spend(&newest, pod, op, jiff::Timestamp::now()) {
+            decision::Spend::AlreadyRecorded => return Ok(Spent::Allowed { written: None }),
+            decision::Spend::Deny(denial) => return Ok(Spent::Denied(denial)),
+            decision::Spend::Write(_) if dry_run => return Ok(Spent::Allowed { written: None }),
+            decision::Spend::Write(status) => status,
+        };
+        newest.status = Some(status);
+        match api
+            .replace_status(&pub_name, &PostParams::default(), &newest)
+            .await
+        {
+            Ok(written) => {
+                return Ok(Spent::Allowed {
+                    written: Some(Box::new(written)),
+                });
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::debug!(attempt, pub_ = %pub_name, pod, "pub status conflict; reading again");
+                if attempt + 1 == WRITE_ATTEMPTS {
+                    break;
+                }
+                tokio::time::sleep(RETRY_DELAY).await;
+                match api.get_opt(&pub_name).await? {
+                    Some(fresh) => newest = fresh,
+                    // Deleted meanwhile: nothing protects the Pod any more.
+                    None => return Ok(Spent::Allowed { written: None }),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Spent::Denied(Denial::Conflicts { pub_name }))
+}
+
+/// A controller about to disrupt `pod` (`op`: an in-place update, a deletion) asks the
+/// Pod's PUB, spending a unit of it when the Pod is protected. Costs nothing for a Pod
+/// no PUB protects (no `kruise.io/related-pub` annotation); otherwise one read of the
+/// PUB and, when it allows, one status write. `Ok(None)`: go ahead.
+pub async fn consult(
+    client: &Client,
+    pod: &Pod,
+    op: PubOperation,
+    options: Options,
+) -> Result<Option<Denial>, kube::Error> {
+    let Some(pub_name) = decision::related_pub(pod) else {
+        return Ok(None);
+    };
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let api: Api<PodUnavailableBudget> = Api::namespaced(client.clone(), namespace);
+    let Some(pub_) = api.get_opt(pub_name).await? else {
+        return Ok(None);
+    };
+    if let decision::Precheck::Allow(pass) = decision::precheck(pod, op, Some(&pub_), options) {
+        tracing::debug!(pod = ?pod.metadata.name, ?pass, "pub: allowed without spending");
+        return Ok(None);
+    }
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    Ok(match spend(&api, pub_, pod_name, op, false).await? {
+        Spent::Allowed { .. } => None,
+        Spent::Denied(denial) => Some(denial),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, "Forbidden")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn only_a_budgets_403_is_a_refusal() {
+        let denial = Denial::Exhausted {
+            pub_name: "web-pub".into(),
+        };
+        let from_webhook = format!(
+            "admission webhook \"vpod-pub.kb.io\" denied the request: {}",
+            denial.message()
+        );
+        assert!(is_refusal(&api_error(403, &from_webhook)));
+        let conflicts = Denial::Conflicts {
+            pub_name: "web-pub".into(),
+        };
+        assert!(!is_refusal(&api_error(403, &conflicts.message())));
+        assert!(!is_refusal(&api_error(403, "pods \"a\" is forbidden: RBAC")));
+        assert!(!is_refusal(&api_error(409, &from_webhook)));
+    }
+}
