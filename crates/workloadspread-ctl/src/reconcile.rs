@@ -165,6 +165,23 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
         now: jiff::Timestamp::now(),
     };
     let planned = plan::plan(&world);
+    // The status first: a subset marked unschedulable must be written before its stuck
+    // Pods go, or their replacements would be put back in it. A conflict stops the
+    // round (nothing is deleted on a status that was not written).
+    if ws.status.as_ref() != Some(&planned.status) {
+        let mut next = ws.clone();
+        next.status = Some(planned.status.clone());
+        let api: Api<WorkloadSpread> = Api::namespaced(ctx.client.clone(), &ns);
+        match api
+            .replace_status(&ws.name_any(), &PostParams::default(), &next)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => return Ok(Action::requeue(AFTER_CONFLICT)),
+            Err(e) if is_not_found(&e) => return Ok(Action::await_change()),
+            Err(e) => return Err(e.into()),
+        }
+    }
     let ws_ref = object_reference(ws);
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     for (name, uid) in &planned.deletions {
@@ -210,20 +227,6 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
             ctx.events.warning(&ws_ref, e.reason, e.message.clone());
         } else {
             ctx.events.normal(&ws_ref, e.reason, e.message.clone());
-        }
-    }
-    if ws.status.as_ref() != Some(&planned.status) {
-        let mut next = ws.clone();
-        next.status = Some(planned.status);
-        let api: Api<WorkloadSpread> = Api::namespaced(ctx.client.clone(), &ns);
-        match api
-            .replace_status(&ws.name_any(), &PostParams::default(), &next)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_conflict(&e) => return Ok(Action::requeue(AFTER_CONFLICT)),
-            Err(e) if is_not_found(&e) => return Ok(Action::await_change()),
-            Err(e) => return Err(e.into()),
         }
     }
     Ok(planned
