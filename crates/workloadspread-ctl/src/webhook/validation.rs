@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, Toleration};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{WorkloadSpread, WorkloadSpreadSubset};
 use kruise_api::intstr::Amount;
 use kruise_api::keys;
@@ -39,7 +40,7 @@ pub fn validate(
     } else if kind.is_none() {
         errors.push(invalid(
             "spec.targetRef",
-            format!("{}/{}", r.api_version, r.kind),
+            format!("{:?}", format!("{}/{}", r.api_version, r.kind)),
             keys::WS_MSG_KIND_NOT_PERMITTED,
         ));
     }
@@ -60,7 +61,7 @@ pub fn validate(
     {
         errors.push(invalid(
             "spec.targetRef",
-            &r.name,
+            format!("{:?}", r.name),
             format!(
                 "{}{}",
                 keys::WS_MSG_TARGET_REF_CONFLICT,
@@ -92,7 +93,7 @@ fn validate_subsets(
         } else if !names.insert(subset.name.as_str()) {
             errors.push(invalid(
                 format!("{path}.name"),
-                &subset.name,
+                format!("{:?}", subset.name),
                 format!("{}{}", keys::MSG_DUPLICATED_SUBSET_NAME, subset.name),
             ));
         }
@@ -120,7 +121,10 @@ fn validate_subsets(
             match Amount::parse(max) {
                 Err(_) => errors.push(invalid(
                     format!("{path}.maxReplicas"),
-                    format!("{max:?}"),
+                    match max {
+                        IntOrString::Int(n) => n.to_string(),
+                        IntOrString::String(s) => format!("{s:?}"),
+                    },
                     "must be an integer or a percentage",
                 )),
                 Ok(amount) => {
@@ -133,7 +137,7 @@ fn validate_subsets(
                         )),
                         Amount::Percent(p) if !(0.0..=100.0).contains(&p) => errors.push(invalid(
                             format!("{path}.maxReplicas"),
-                            format!("{p}%"),
+                            format!("\"{p}%\""),
                             "must be between 0% and 100%",
                         )),
                         Amount::Percent(p) => percent_sum += p,
@@ -264,7 +268,7 @@ fn validate_toleration(t: &Toleration, path: &str, errors: &mut Vec<FieldError>)
         "Equal" => {}
         "Exists" if t.value.as_deref().is_some_and(|v| !v.is_empty()) => errors.push(invalid(
             format!("{path}.operator"),
-            operator,
+            format!("{operator:?}"),
             "value must be empty when `operator` is 'Exists'",
         )),
         "Exists" => {}
@@ -277,7 +281,7 @@ fn validate_toleration(t: &Toleration, path: &str, errors: &mut Vec<FieldError>)
     if t.key.as_deref().is_none_or(str::is_empty) && operator != "Exists" {
         errors.push(invalid(
             format!("{path}.operator"),
-            operator,
+            format!("{operator:?}"),
             "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
         ));
     }
