@@ -50,6 +50,9 @@ pub struct Context {
     /// Node labels: the subset of a Pod that was never placed by the webhook.
     pub nodes: Cache<Node>,
     pub events: Events,
+    /// `kruise_pod_operations_total{controller="workloadspread-controller",operation}`:
+    /// see [`webhook`] and [`reconcile`] for the operations counted.
+    pub metrics: kruise_runtime::Metrics,
     pub reconciler: Reconciler,
     /// The `WorkloadSpread` gate: off, the Pod webhooks admit every Pod unchanged.
     pub enabled: bool,
@@ -160,6 +163,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         advanced: runtime.tolerant_cache::<AdvancedStatefulSet>(all(), prune_advanced),
         nodes: runtime.cluster_cache::<Node>(all(), prune_node),
         events: runtime.events(),
+        metrics: runtime.metrics.clone(),
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "WorkloadSpread"),
         enabled: runtime.gates.enabled(gates::WORKLOAD_SPREAD),
         locks: Mutex::default(),

@@ -1,7 +1,8 @@
-//! One reconcile of a WorkloadSpread: read the caches, call [`crate::plan::plan`], carry
-//! it out (Pod deletions, metadata patches, events), and write the status with its
-//! resourceVersion, so a record the webhook added meanwhile is never lost (a conflict
-//! means "read again").
+//! One reconcile of a WorkloadSpread: read the caches, call [`crate::plan::plan`], write
+//! the status with its resourceVersion, so a record the webhook added meanwhile is never
+//! lost (a conflict means "read again"), then carry out the rest (Pod deletions, metadata
+//! patches, events). Counted in `kruise_pod_operations_total`: `deleted_unschedulable`,
+//! `patched`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use serde_json::json;
 
 use crate::Context;
 use crate::error::{Error, Result, is_conflict, is_not_found};
+use crate::events::CONTROLLER_NAME;
 use crate::plan::target::TargetKind;
 use crate::plan::{self, World};
 use crate::{events, workload};
@@ -193,7 +195,11 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
             ..Default::default()
         };
         match pods_api.delete(name, &params).await {
-            Ok(_) => tracing::info!(pod = %name, "deleted a Pod stuck unschedulable"),
+            Ok(_) => {
+                ctx.metrics
+                    .pod_operation(CONTROLLER_NAME, "deleted_unschedulable");
+                tracing::info!(pod = %name, "deleted a Pod stuck unschedulable");
+            }
             Err(e) if is_not_found(&e) || is_conflict(&e) => {}
             Err(e) => return Err(e.into()),
         }
@@ -208,7 +214,7 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
             .patch(&patch.name, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
-            Ok(_) => {}
+            Ok(_) => ctx.metrics.pod_operation(CONTROLLER_NAME, "patched"),
             Err(e) if is_not_found(&e) || is_conflict(&e) => {}
             Err(e) => {
                 if patch.annotations.contains_key(keys::POD_DELETION_COST) {

@@ -336,7 +336,7 @@ async fn twenty_concurrent_creations_never_overfill_a_subset() {
     ns.apply(&ws_yaml("ws-burst", target, &subsets, ""))
         .await
         .expect("apply ws");
-    let _ws_ctl = controller(&ns, target).await;
+    let ws_ctl = controller(&ns, target).await;
     ns.apply(&cloneset_yaml("burst", 20))
         .await
         .expect("apply cs");
@@ -362,7 +362,27 @@ async fn twenty_concurrent_creations_never_overfill_a_subset() {
         .into_iter()
         .map(|r| r.expect("every creation admitted"))
         .collect();
-    eprintln!("20 concurrent Pod creations took {:?}", started.elapsed());
+    let metric = |operation: &str| {
+        let key = format!(
+            "kruise_pod_operations_total{{controller=\"workloadspread-controller\",operation=\"{operation}\"}} "
+        );
+        ws_ctl
+            .metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&key)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    eprintln!(
+        "20 concurrent Pod creations took {:?}; status write conflicts: {}",
+        started.elapsed(),
+        metric("status_conflict")
+    );
+    assert_eq!(
+        metric("placed"),
+        20,
+        "every Pod placed once (the probe was a dry run)"
+    );
+    assert_eq!(metric("refused_conflict"), 0);
     let mut per_subset = BTreeMap::new();
     for p in &created {
         *per_subset.entry(subset_of(p)).or_insert(0) += 1;

@@ -25,6 +25,11 @@
 //!
 //! Both Pod webhooks declare `sideEffects: NoneOnDryRun`: they write the WorkloadSpread's
 //! status, except for a dry run, which is answered (placement included) without a write.
+//!
+//! Counted in `kruise_pod_operations_total{controller="workloadspread-controller"}`
+//! (dry runs excepted): `placed` (a subset chosen), `no_room` (created unchanged),
+//! `status_conflict` (a status write that must be read again), `refused_conflict` (every
+//! attempt conflicted), `deletion_recorded`.
 
 pub mod validation;
 
@@ -68,6 +73,11 @@ pub const POD_CREATE_CONDITION: &str = "has(object.metadata.ownerReferences) && 
 const WRITE_ATTEMPTS: usize = 5;
 /// Wait between attempts (the other writer is usually the controller, done in a moment).
 const RETRY_DELAY: Duration = Duration::from_millis(50);
+
+fn count(ctx: &Context, operation: &str) {
+    ctx.metrics
+        .pod_operation(crate::events::CONTROLLER_NAME, operation);
+}
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())
@@ -299,6 +309,7 @@ async fn with_status_write<T>(
                 return Ok(Ok(Some(outcome)));
             }
             Err(e) if is_conflict(&e) => {
+                count(ctx, "status_conflict");
                 tracing::debug!(attempt, ws = %name, "workloadspread status conflict; reading again");
                 tokio::time::sleep(RETRY_DELAY * (attempt as u32 + 1)).await;
                 fresh = Some(api.get(name).await.map_err(internal)?);
@@ -334,6 +345,17 @@ async fn place_pod(
         return Ok(response);
     }
     synced(ctx).await?;
+    // Most Pods live where no WorkloadSpread is: answer those without reading anything.
+    let ns = Some(namespace.as_str());
+    if !ctx
+        .wss
+        .store()
+        .state()
+        .iter()
+        .any(|w| w.metadata.namespace.as_deref() == ns)
+    {
+        return Ok(response);
+    }
     let chain = workload::owner_chain_fresh(ctx, &pod).await;
     let labels = pod.metadata.labels.clone().unwrap_or_default();
     let Some(ws) = workload::ws_for_chain(ctx.wss.store(), &namespace, &chain, &labels) else {
@@ -365,10 +387,14 @@ async fn place_pod(
     let (placement, subsets) = match placed {
         Ok(Some(p)) => p,
         Ok(None) => {
+            if !req.dry_run {
+                count(ctx, "no_room");
+            }
             tracing::debug!(pod = %pod_name, ws = %ws_name, "no subset has room; Pod unchanged");
             return Ok(response);
         }
         Err(()) => {
+            count(ctx, "refused_conflict");
             return Ok(response.deny(format!(
                 "WorkloadSpread {ws_name}: the subset could not be recorded (the status kept changing); retry"
             )));
@@ -380,6 +406,9 @@ async fn place_pod(
         subset: subset.name.clone(),
         uid: placement.generated_uid.clone().unwrap_or_default(),
     };
+    if !req.dry_run {
+        count(ctx, "placed");
+    }
     let before = raw.clone();
     inject::inject(&mut raw, subset, &annotation);
     tracing::debug!(pod = %pod_name, ws = %ws_name, subset = %subset.name, "placed Pod");
@@ -460,8 +489,10 @@ async fn record_pod_deletion(
         .map(|status| ((), Some(status)))
     })
     .await;
-    if !matches!(written, Ok(Ok(_))) {
-        tracing::warn!(pod = %pod_name, ws = %m.name, "could not record the Pod's deletion");
+    match written {
+        Ok(Ok(Some(()))) => count(ctx, "deletion_recorded"),
+        Ok(Ok(None)) => {}
+        _ => tracing::warn!(pod = %pod_name, ws = %m.name, "could not record the Pod's deletion"),
     }
     Ok(response)
 }
