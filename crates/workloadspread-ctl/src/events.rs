@@ -32,3 +32,12 @@ pub fn reschedule(subset: &str, pod: &str, seconds: i32) -> String {
         "Pod {pod} could not be scheduled in subset {subset} for {seconds}s: subset marked unschedulable, Pod deleted to be re-created in the next subset"
     )
 }
+
+/// Warning when the spec cannot be acted on (a cap that is neither an integer nor a
+/// percentage): no Pod is patched or deleted until it is fixed.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+pub fn invalid_max_replicas(subset: &str) -> String {
+    format!(
+        "subset {subset}: maxReplicas is neither an integer nor a percentage; no Pod is changed until it is fixed"
+    )
+}

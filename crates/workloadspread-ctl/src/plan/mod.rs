@@ -401,6 +401,20 @@ pub fn plan(w: &World) -> Plan {
         out.patches.push(patch);
     }
     out.requeue_after = next.map(|t| duration_until(t, w.now));
+    if let Some(bad) = subsets
+        .iter()
+        .find(|s| !subset::caps_understood(std::slice::from_ref(s)))
+    {
+        // A cap that does not read (admission refuses it; it got in while the webhook
+        // was down): count and report, but touch no Pod on a spec not understood.
+        out.patches.clear();
+        out.deletions.clear();
+        out.events.push(Event {
+            warning: true,
+            reason: crate::events::INVALID_SPEC,
+            message: crate::events::invalid_max_replicas(&bad.name),
+        });
+    }
     out
 }
 

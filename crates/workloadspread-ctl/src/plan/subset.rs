@@ -114,8 +114,19 @@ pub struct NewPod<'a> {
     pub generated_uid: &'a str,
 }
 
+/// Every cap reads as an integer or a percentage (admission guarantees it; a spec that
+/// got in while the webhook was down may not).
+pub fn caps_understood(subsets: &[WorkloadSpreadSubset]) -> bool {
+    subsets.iter().all(|s| {
+        s.max_replicas
+            .as_ref()
+            .is_none_or(|m| Amount::parse(m).is_ok())
+    })
+}
+
 /// Spec 1.4.1.3: the subset of a new Pod of a workload with `replicas`, and the status
-/// that records it. `None`: no subset has room; the Pod is created unchanged.
+/// that records it. `None`: no subset has room (or a cap does not read); the Pod is
+/// created unchanged.
 pub fn place(
     ws: &WorkloadSpread,
     kind: TargetKind,
@@ -124,6 +135,9 @@ pub fn place(
     now: Time,
 ) -> Option<Placement> {
     let subsets = &ws.spec.subsets;
+    if !caps_understood(subsets) {
+        return None;
+    }
     if let [only] = subsets.as_slice()
         && only.max_replicas.is_none()
     {

@@ -543,6 +543,29 @@ fn deletion_records_last_while_the_pod_exists_up_to_15s() {
 }
 
 #[test]
+fn a_cap_that_does_not_read_changes_no_pod() {
+    let mut ws = adaptive(d2(), 10);
+    ws.spec.subsets[0].max_replicas = Some(IntOrString::String("lots".into()));
+    let t0 = now();
+    let pods = [
+        stuck_pod("s1", "zone-a", t0),
+        pod("b1", Some("zone-b"), "n2", true),
+    ];
+    let plan = plan_of(&ws, 2, &pods, &[], t0 + SignedDuration::from_secs(60));
+    assert!(plan.patches.is_empty() && plan.deletions.is_empty());
+    assert_eq!(
+        plan.events.last().unwrap().reason,
+        crate::events::INVALID_SPEC
+    );
+    assert_eq!(counts(&plan.status)[1], ("zone-b".into(), 1, -1));
+    // Nor is a new Pod placed.
+    assert_eq!(
+        place(&ws, TargetKind::CloneSet, 2, &new_pod("p"), Time(t0)),
+        None
+    );
+}
+
+#[test]
 fn percent_caps_count_each_subset_against_the_workload() {
     let ws = ws(vec![
         zone_subset("a", "zone-a", Some(IntOrString::String("100%".into()))),

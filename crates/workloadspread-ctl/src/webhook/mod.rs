@@ -395,9 +395,13 @@ async fn place_pod(
         }
         Err(()) => {
             count(ctx, "refused_conflict");
-            return Ok(response.deny(format!(
+            // 409, as for any write that lost a race: the workload controller retries.
+            let mut denied = response.deny(format!(
                 "WorkloadSpread {ws_name}: the subset could not be recorded (the status kept changing); retry"
-            )));
+            ));
+            denied.result.code = 409;
+            denied.result.reason = "Conflict".into();
+            return Ok(denied);
         }
     };
     let subset = &subsets[placement.subset];
