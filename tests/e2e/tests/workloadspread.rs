@@ -418,6 +418,16 @@ async fn twenty_concurrent_creations_never_overfill_a_subset() {
             .all(|s| s.creating_pods.is_empty()),
         "creation records cleared"
     );
+    // A deletion is recorded by the webhook, then the place is free for a new Pod.
+    let in_a = created
+        .iter()
+        .find(|p| subset_of(p) == "a")
+        .expect("a Pod in subset a");
+    pods.delete(&in_a.name_any(), &Default::default())
+        .await
+        .expect("delete");
+    assert_eq!(metric("deletion_recorded"), 1);
+    wait_status(&ns, "ws-burst", |s| s.get("a") == Some(&(2, 1))).await;
 }
 
 /// A Deployment's Pods (owned by its ReplicaSet) are found by climbing to the
