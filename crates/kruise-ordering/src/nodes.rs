@@ -79,8 +79,9 @@ fn matches_selector_and_affinity(spec: &PodSpec, node: &Node) -> bool {
     }
 }
 
-/// A term matches when it has at least one requirement and all of them hold.
-fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
+/// A node selector term matches `node` when it has at least one requirement and all of
+/// them hold.
+pub fn term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let expressions = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();

@@ -14,6 +14,7 @@ pub mod history;
 pub mod pod_defaults;
 pub mod predownload;
 pub mod revision;
+pub mod strategic;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod update;

@@ -410,6 +410,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             uniteddeployment_ctl::webhook::configurations(None),
             "uniteddeployment-webhook",
         ),
+        (
+            "workloadspread",
+            workloadspread_ctl::webhook::configurations(None),
+            "workloadspread-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1281,6 +1286,62 @@ const UNITEDDEPLOYMENT_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const WORKLOADSPREAD_CHECKS: &str = "
+    yes watch  workloadspreads.apps.kruise.io                          *
+    yes list   workloadspreads.apps.kruise.io                          default
+    yes get    workloadspreads.apps.kruise.io                          default
+    yes update workloadspreads.apps.kruise.io#status                   default
+    yes watch  pods                                                    *
+    yes patch  pods                                                    default
+    yes delete pods                                                    default
+    yes watch  clonesets.apps.kruise.io                                *
+    yes get    clonesets.apps.kruise.io                                default
+    yes watch  statefulsets.apps.kruise.io                             *
+    yes watch  deployments.apps                                        *
+    yes watch  replicasets.apps                                        *
+    yes get    replicasets.apps                                        default
+    yes watch  statefulsets.apps                                       *
+    yes watch  jobs.batch                                              *
+    yes list   nodes                                                   *
+    yes watch  nodes                                                   *
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/workloadspread-controller    kruise-system
+    yes get    secrets/workloadspread-webhook-ca                       kruise-system
+    yes update secrets/workloadspread-webhook-ca                       kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-workloadspread-validating *
+    yes create mutatingwebhookconfigurations/kruise-workloadspread-mutating *
+    # WorkloadSpreads are the users': written only through their status, by update.
+    no  create workloadspreads.apps.kruise.io                          default
+    no  update workloadspreads.apps.kruise.io                          default
+    no  patch  workloadspreads.apps.kruise.io                          default
+    no  delete workloadspreads.apps.kruise.io                          default
+    no  patch  workloadspreads.apps.kruise.io#status                   default
+    # Pods are annotated and (Adaptive) deleted; never created, replaced or evicted.
+    no  create pods                                                    default
+    no  update pods                                                    default
+    no  create pods#eviction                                           default
+    no  patch  pods#status                                             default
+    no  get    pods                                                    default
+    # The workloads are only read: the spread never changes them.
+    no  patch  clonesets.apps.kruise.io                                default
+    no  update deployments.apps                                        default
+    no  patch  deployments.apps#scale                                  default
+    no  delete replicasets.apps                                        default
+    no  patch  jobs.batch                                              default
+    no  list   daemonsets.apps                                         default
+    no  patch  nodes                                                   *
+    no  get    secrets                                                 default
+    no  create secrets                                                 kruise-system
+    no  get    configmaps                                              default
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  delete mutatingwebhookconfigurations/kruise-workloadspread-mutating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const RESOURCEDISTRIBUTION_CHECKS: &str = "
     yes watch  resourcedistributions.apps.kruise.io                    *
     yes list   resourcedistributions.apps.kruise.io                    *
@@ -1351,6 +1412,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("pub-ctl", PUB_CHECKS),
         ("resourcedistribution-ctl", RESOURCEDISTRIBUTION_CHECKS),
         ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
+        ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
     ] {
         let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
             .as_str()

@@ -18,3 +18,4 @@ mod smoke;
 mod statefulset;
 mod uniteddeployment;
 mod webhook;
+mod workloadspread;

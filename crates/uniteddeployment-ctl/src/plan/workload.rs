@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kruise_api::apps_v1alpha1::{Subset, SubsetTemplate, UnitedDeployment};
 use kruise_api::keys;
+use kruise_workload::strategic::strategic_merge;
 use serde_json::{Map, Value, json};
 
 /// The kind of the subset workloads, from the one template the UD sets.
@@ -353,59 +354,6 @@ fn attach_tolerations(pod_spec: &mut Map<String, Value>, subset: &Subset) {
     }
 }
 
-/// The merge key of a Pod-template list in a strategic-merge patch (Kubernetes'
-/// `patchMergeKey` of the fields a subset patch touches); lists without one are
-/// replaced.
-fn merge_key(field: &str) -> Option<&'static str> {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "volumes"
-        | "env"
-        | "imagePullSecrets"
-        | "resourceClaims"
-        | "readinessGates" => Some(match field {
-            "readinessGates" => "conditionType",
-            _ => "name",
-        }),
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "ports" => Some("containerPort"),
-        "hostAliases" => Some("ip"),
-        _ => None,
-    }
-}
-
-/// A strategic merge of `patch` into `target`: objects merge, `null` deletes, lists with
-/// a merge key merge element by element, other lists and values are replaced.
-pub fn strategic_merge(target: &mut Value, patch: &Value, field: &str) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else if let Some(existing) = t.get_mut(k) {
-                    strategic_merge(existing, v, k);
-                } else {
-                    t.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        (Value::Array(t), Value::Array(p)) if merge_key(field).is_some() => {
-            let key = merge_key(field).expect("checked");
-            for item in p {
-                let id = item.get(key);
-                match t.iter_mut().find(|e| id.is_some() && e.get(key) == id) {
-                    Some(existing) => strategic_merge(existing, item, ""),
-                    None => t.push(item.clone()),
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 fn object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = json!({});
@@ -638,19 +586,5 @@ mod tests {
         assert!(meta["annotations"].get(keys::UD_SUBSET_PATCH).is_none());
         assert_eq!(meta["finalizers"], json!(["f"]));
         assert_eq!(got["spec"], want["spec"]);
-    }
-
-    #[test]
-    fn strategic_merge_rules() {
-        let mut target = json!({"a": {"b": 1, "c": 2}, "containers": [{"name": "x", "image": "1"}], "args": [1, 2]});
-        strategic_merge(
-            &mut target,
-            &json!({"a": {"c": null, "d": 3}, "containers": [{"name": "x", "image": "2"}, {"name": "y"}], "args": [3]}),
-            "",
-        );
-        assert_eq!(
-            target,
-            json!({"a": {"b": 1, "d": 3}, "containers": [{"name": "x", "image": "2"}, {"name": "y"}], "args": [3]})
-        );
     }
 }

@@ -1,0 +1,40 @@
+//! The controller's one error type.
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0} has no namespace or uid")]
+    MissingObjectKey(String),
+    #[error("JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl kruise_runtime::ReconcileError for Error {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(e) => kruise_runtime::reconciler::kube_error_label(e),
+            Error::MissingObjectKey(_) => "missing_key",
+            Error::Json(_) => "json",
+        }
+    }
+
+    fn kube_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Kube(e) => Some(e),
+            Error::MissingObjectKey(_) | Error::Json(_) => None,
+        }
+    }
+}
+
+/// A 409 Conflict (a write on a stale resourceVersion).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// A 404 Not Found.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

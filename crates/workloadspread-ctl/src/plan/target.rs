@@ -1,0 +1,154 @@
+//! The workload kinds a WorkloadSpread may target (spec 1.3) and what differs between
+//! them: how a Pod's version is read, whether pod-deletion-cost applies, whether Pods
+//! are placed by ordinal.
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_api::apps_v1alpha1::TargetReference;
+use kruise_api::keys;
+
+pub const APPS: &str = "apps";
+pub const KRUISE: &str = "apps.kruise.io";
+pub const BATCH: &str = "batch";
+
+/// A supported target kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    CloneSet,
+    Deployment,
+    ReplicaSet,
+    Job,
+    /// apps/v1 StatefulSet.
+    StatefulSet,
+    /// apps.kruise.io StatefulSet (v1alpha1 or v1beta1).
+    AdvancedStatefulSet,
+}
+
+/// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
+}
+
+impl TargetKind {
+    /// The kind of `api_version`/`kind`, if a WorkloadSpread may target it.
+    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        Some(match (group, kind) {
+            (KRUISE, "CloneSet") => TargetKind::CloneSet,
+            (APPS, "Deployment") => TargetKind::Deployment,
+            (APPS, "ReplicaSet") => TargetKind::ReplicaSet,
+            (BATCH, "Job") => TargetKind::Job,
+            (APPS, "StatefulSet") => TargetKind::StatefulSet,
+            (KRUISE, "StatefulSet") if matches!(version, "v1alpha1" | "v1beta1") => {
+                TargetKind::AdvancedStatefulSet
+            }
+            _ => return None,
+        })
+    }
+
+    pub fn of_ref(r: &TargetReference) -> Option<Self> {
+        Self::of(&r.api_version, &r.kind)
+    }
+
+    pub fn group(self) -> &'static str {
+        match self {
+            TargetKind::CloneSet | TargetKind::AdvancedStatefulSet => KRUISE,
+            TargetKind::Job => BATCH,
+            _ => APPS,
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            TargetKind::CloneSet => "CloneSet",
+            TargetKind::Deployment => "Deployment",
+            TargetKind::ReplicaSet => "ReplicaSet",
+            TargetKind::Job => "Job",
+            TargetKind::StatefulSet | TargetKind::AdvancedStatefulSet => "StatefulSet",
+        }
+    }
+
+    /// Pods are counted per version (`pod-template-hash`): a rollout's new ReplicaSet
+    /// fills the subsets again while the old one drains.
+    pub fn versioned(self) -> bool {
+        matches!(self, TargetKind::Deployment | TargetKind::ReplicaSet)
+    }
+
+    /// The workload's scale-in honours `controller.kubernetes.io/pod-deletion-cost`.
+    pub fn uses_deletion_cost(self) -> bool {
+        matches!(
+            self,
+            TargetKind::CloneSet | TargetKind::Deployment | TargetKind::ReplicaSet
+        )
+    }
+
+    /// Pods are placed by ordinal, not by the status's counters.
+    pub fn is_statefulset(self) -> bool {
+        matches!(
+            self,
+            TargetKind::StatefulSet | TargetKind::AdvancedStatefulSet
+        )
+    }
+
+    /// `reference` names the object `api_version`/`kind`/`name` (group, kind, name: a
+    /// StatefulSet's or CloneSet's version does not matter).
+    pub fn refers_to(
+        reference: &TargetReference,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+    ) -> bool {
+        reference.name == name
+            && reference.kind == kind
+            && group_of(&reference.api_version) == group_of(api_version)
+    }
+}
+
+/// The version key of a Pod's subset statuses: its `pod-template-hash` for a
+/// Deployment or ReplicaSet, `versionIgnored` otherwise.
+pub fn pod_version(pod: &Pod, kind: TargetKind) -> String {
+    if kind.versioned()
+        && let Some(hash) = kruise_ordering::predicates::label(pod, keys::POD_TEMPLATE_HASH)
+    {
+        return hash.to_string();
+    }
+    keys::WS_VERSION_IGNORED.to_string()
+}
+
+/// The ordinal of a StatefulSet Pod (`web-3` → 3).
+pub fn ordinal(pod_name: &str) -> Option<i32> {
+    pod_name.rsplit_once('-')?.1.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_kinds() {
+        assert_eq!(
+            TargetKind::of("apps.kruise.io/v1alpha1", "CloneSet"),
+            Some(TargetKind::CloneSet)
+        );
+        assert_eq!(
+            TargetKind::of("apps.kruise.io/v1beta1", "CloneSet"),
+            Some(TargetKind::CloneSet)
+        );
+        assert_eq!(
+            TargetKind::of("apps/v1", "Deployment"),
+            Some(TargetKind::Deployment)
+        );
+        assert_eq!(TargetKind::of("batch/v1", "Job"), Some(TargetKind::Job));
+        assert_eq!(
+            TargetKind::of("apps.kruise.io/v1beta1", "StatefulSet"),
+            Some(TargetKind::AdvancedStatefulSet)
+        );
+        assert_eq!(TargetKind::of("apps.kruise.io/v2", "StatefulSet"), None);
+        assert_eq!(TargetKind::of("apps/v1", "DaemonSet"), None);
+        assert_eq!(TargetKind::of("v1", "Pod"), None);
+        assert_eq!(ordinal("web-12"), Some(12));
+        assert_eq!(ordinal("web"), None);
+    }
+}
