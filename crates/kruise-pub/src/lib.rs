@@ -162,7 +162,10 @@ mod tests {
             pub_name: "web-pub".into(),
         };
         assert!(!is_refusal(&api_error(403, &conflicts.message())));
-        assert!(!is_refusal(&api_error(403, "pods \"a\" is forbidden: RBAC")));
+        assert!(!is_refusal(&api_error(
+            403,
+            "pods \"a\" is forbidden: RBAC"
+        )));
         assert!(!is_refusal(&api_error(409, &from_webhook)));
     }
 }

@@ -2068,24 +2068,6 @@ async fn cloneset_ctl_runs_on_its_overlay_rbac_alone() {
     run.finish(cloneset_ctl::CONTROLLER_NAME).await;
 }
 
-/// Deletes a (cluster-scoped) SidecarSet, even when the test fails.
-struct DeleteSidecarSet(String);
-
-impl Drop for DeleteSidecarSet {
-    fn drop(&mut self) {
-        let _ = kubectl(
-            &[
-                "delete",
-                "sidecarset",
-                &self.0,
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
-    }
-}
-
 fn sidecar_image(p: &Pod) -> Option<String> {
     p.spec
         .as_ref()?
@@ -2100,7 +2082,7 @@ async fn sidecarset_ctl_runs_on_its_overlay_rbac_alone() {
     let run = OnItsRbac::start("sidecarset-ctl", "deploy-ss").await;
     let ns = &run.ns;
     let name = format!("deploy-{}", ns.name.rsplit('-').next().unwrap());
-    let _cleanup = DeleteSidecarSet(name.clone());
+    let _cleanup = crate::sidecarset::SidecarSets(vec![name.clone()]);
     let sidecarset = |image: &str| {
         json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
                "metadata": {"name": name},

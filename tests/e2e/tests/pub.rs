@@ -196,25 +196,34 @@ fn gated_template(app: &str) -> serde_json::Value {
                     "containers": [{"name": "main", "image": "nginx:alpine"}]}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn seed_p1_cloneset_delete_evict_update() {
-    let ns = TestNamespace::new("pub-p1").await;
-    let _pub_ctl = pub_controller(&ns, "").await;
-    let _cs_ctl = cloneset_controller(&ns).await;
+/// CloneSet `web` (its `spec` given) and PUB `web-pub` targeting it with `maxUnavailable`.
+async fn cloneset_with_pub(ns: &TestNamespace, spec: serde_json::Value, max_unavailable: i32) {
     ns.apply(
         &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 5, "selector": {"matchLabels": {"app": "web"}},
-                 "template": gated_template("web")}})
+                "metadata": {"name": "web"}, "spec": spec})
         .to_string(),
     )
     .await
     .expect("cloneset");
     ns.apply(&pub_json("web-pub",
         json!({"targetRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
-               "maxUnavailable": 1}), json!({})))
+               "maxUnavailable": max_unavailable}), json!({})))
         .await
         .expect("pub");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seed_p1_cloneset_delete_evict_update() {
+    let ns = TestNamespace::new("pub-p1").await;
+    let _pub_ctl = pub_controller(&ns, "").await;
+    let _cs_ctl = cloneset_controller(&ns).await;
+    cloneset_with_pub(
+        &ns,
+        json!({"replicas": 5, "selector": {"matchLabels": {"app": "web"}},
+                 "template": gated_template("web")}),
+        1,
+    )
+    .await;
     let pods = ready_pods(&ns, "web", 5, "web-pub").await;
     let s = wait_status(&ns, "web-pub", "P1 status", |s| counts(s) == (5, 4, 5, 1)).await;
     assert!(
@@ -372,6 +381,39 @@ impl MostUnavailable {
     }
 }
 
+/// Waits until every one of the 3 Pods of `app` is `done` and available, then checks the
+/// rollout never had more than 1 of them unavailable at once (the watch) and replaced
+/// none (`uids`: in place).
+async fn assert_rolled_one_at_a_time(
+    ns: &TestNamespace,
+    app: &str,
+    watch: MostUnavailable,
+    uids: &[String],
+    done: impl Fn(&Pod) -> bool,
+) {
+    let after = wait_for(
+        &format!("every Pod of {app} rolled and available"),
+        2 * MINUTE,
+        || async {
+            let pods = pods_of(ns, app).await;
+            let rolled = pods.iter().filter(|p| !unavailable(p) && done(p)).count();
+            if pods.len() == 3 && rolled == 3 {
+                Ok(pods)
+            } else {
+                Err(format!("{rolled} of {} rolled", pods.len()))
+            }
+        },
+    )
+    .await;
+    let most_down = watch.stop();
+    assert!(
+        most_down <= 1,
+        "{most_down} Pods were unavailable at once under a budget of 1"
+    );
+    let after_uids: Vec<_> = after.iter().map(|p| p.uid().unwrap_or_default()).collect();
+    assert_eq!(after_uids, uids, "rolled in place, not recreated");
+}
+
 /// OpenKruise's controllers consult the PUB before an in-place update: with the
 /// CloneSet's own maxUnavailable at 100%, a PUB of maxUnavailable 1 still lets only one
 /// Pod at a time go (sampled while it rolls), every Pod is updated in place (same UIDs),
@@ -381,22 +423,15 @@ async fn a_cloneset_in_place_rollout_under_a_pub_takes_one_pod_at_a_time() {
     let ns = TestNamespace::new("pub-rollout").await;
     let _pub_ctl = pub_controller(&ns, "").await;
     let _cs_ctl = cloneset_controller(&ns).await;
-    ns.apply(
-        &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+    cloneset_with_pub(
+        &ns,
+        json!({"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
                  "updateStrategy": {"type": "InPlaceIfPossible", "maxUnavailable": "100%"},
                  "template": {"metadata": {"labels": {"app": "web"}},
-                              "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}}}})
-        .to_string(),
+                              "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}}}),
+        1,
     )
-    .await
-    .expect("cloneset");
-    ns.apply(&pub_json("web-pub",
-        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
-               "maxUnavailable": 1}), json!({})))
-        .await
-        .expect("pub");
+    .await;
     let before = ready_pods(&ns, "web", 3, "web-pub").await;
     wait_status(&ns, "web-pub", "budget of 1", |s| counts(s) == (3, 2, 3, 1)).await;
     let uids: Vec<_> = before.iter().map(|p| p.uid().unwrap_or_default()).collect();
@@ -407,58 +442,17 @@ async fn a_cloneset_in_place_rollout_under_a_pub_takes_one_pod_at_a_time() {
         .patch("web", &PatchParams::default(), &Patch::Merge(&image))
         .await
         .expect("new image");
-    let after = wait_for(
-        "every Pod updated in place and available",
-        2 * MINUTE,
-        || async {
-            let pods = pods_of(&ns, "web").await;
-            let updated = pods
-                .iter()
-                .filter(|p| {
-                    !unavailable(p)
-                        && p.spec
-                            .as_ref()
-                            .and_then(|s| s.containers[0].image.as_deref())
-                            == Some("nginx:mainline")
-                })
-                .count();
-            if pods.len() == 3 && updated == 3 {
-                Ok(pods)
-            } else {
-                Err(format!("{updated} of {} updated", pods.len()))
-            }
-        },
-    )
+    assert_rolled_one_at_a_time(&ns, "web", most_down, &uids, |p| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.containers[0].image.as_deref())
+            == Some("nginx:mainline")
+    })
     .await;
-    let most_down = most_down.stop();
-    assert!(
-        most_down <= 1,
-        "{most_down} Pods were unavailable at once under a budget of 1"
-    );
-    let after_uids: Vec<_> = after.iter().map(|p| p.uid().unwrap_or_default()).collect();
-    assert_eq!(after_uids, uids, "updated in place, not recreated");
     wait_status(&ns, "web-pub", "the budget whole again", |s| {
         counts(s) == (3, 2, 3, 1) && s.unavailable_pods.is_empty()
     })
     .await;
-}
-
-/// Deletes the cluster-scoped SidecarSet a test made, even when it fails.
-struct SidecarSetGuard(String);
-
-impl Drop for SidecarSetGuard {
-    fn drop(&mut self) {
-        let _ = kubectl(
-            &[
-                "delete",
-                "sidecarset",
-                &self.0,
-                "--ignore-not-found",
-                "--wait=false",
-            ],
-            None,
-        );
-    }
 }
 
 /// A SidecarSet's in-place sidecar upgrade goes through the same budget: 3 bare Pods
@@ -469,7 +463,7 @@ impl Drop for SidecarSetGuard {
 async fn a_sidecarset_upgrade_under_a_pub_takes_one_pod_at_a_time() {
     let ns = TestNamespace::new("pub-sidecar").await;
     let name = format!("pub-{}", ns.name.rsplit('-').next().unwrap_or("x"));
-    let _guard = SidecarSetGuard(name.clone());
+    let _cleanup = crate::sidecarset::SidecarSets(vec![name.clone()]);
     let _pub_ctl = pub_controller(&ns, "").await;
     let _ss_ctl =
         RunningController::start(sidecarset_ctl::IDENTITY, &ns.name, "", sidecarset_ctl::run).await;
@@ -546,30 +540,10 @@ async fn a_sidecarset_upgrade_under_a_pub_takes_one_pod_at_a_time() {
             .find(|c| c.name == "sidecar1")
             .and_then(|c| c.image.clone())
     };
-    let after = wait_for(
-        "every Pod's sidecar upgraded and available",
-        2 * MINUTE,
-        || async {
-            let pods = pods_of(&ns, "side").await;
-            let done = pods
-                .iter()
-                .filter(|p| !unavailable(p) && sidecar_image(p).as_deref() == Some("busybox:1.36"))
-                .count();
-            if pods.len() == 3 && done == 3 {
-                Ok(pods)
-            } else {
-                Err(format!("{done} of {} upgraded", pods.len()))
-            }
-        },
-    )
+    assert_rolled_one_at_a_time(&ns, "side", most_down, &uids, |p| {
+        sidecar_image(p).as_deref() == Some("busybox:1.36")
+    })
     .await;
-    let most_down = most_down.stop();
-    assert!(
-        most_down <= 1,
-        "{most_down} Pods were unavailable at once under a budget of 1"
-    );
-    let after_uids: Vec<_> = after.iter().map(|p| p.uid().unwrap_or_default()).collect();
-    assert_eq!(after_uids, uids, "upgraded in place, not recreated");
 }
 
 /// Spec 1.5.6: a PUB follows its workload's replicas at once. A PUB of maxUnavailable 0
@@ -581,20 +555,13 @@ async fn scaling_down_under_an_exhausted_pub_follows_the_new_total() {
     let ns = TestNamespace::new("pub-scale").await;
     let _pub_ctl = pub_controller(&ns, "").await;
     let _cs_ctl = cloneset_controller(&ns).await;
-    ns.apply(
-        &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
-                 "template": gated_template("web")}})
-        .to_string(),
+    cloneset_with_pub(
+        &ns,
+        json!({"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+                 "template": gated_template("web")}),
+        0,
     )
-    .await
-    .expect("cloneset");
-    ns.apply(&pub_json("web-pub",
-        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
-               "maxUnavailable": 0}), json!({})))
-        .await
-        .expect("pub");
+    .await;
     ready_pods(&ns, "web", 4, "web-pub").await;
     wait_status(&ns, "web-pub", "nothing allowed", |s| {
         counts(s) == (4, 4, 4, 0)

@@ -51,7 +51,7 @@ async fn wait_webhook_effective(ns: &TestNamespace) {
 }
 
 /// Deletes the cluster-scoped SidecarSets a test made, even when it fails.
-struct SidecarSets(Vec<String>);
+pub(crate) struct SidecarSets(pub(crate) Vec<String>);
 
 impl Drop for SidecarSets {
     fn drop(&mut self) {
