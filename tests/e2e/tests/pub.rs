@@ -455,6 +455,52 @@ async fn a_cloneset_in_place_rollout_under_a_pub_takes_one_pod_at_a_time() {
     .await;
 }
 
+/// The same for an Advanced StatefulSet (the workload controllers share the consulting
+/// writer): Parallel, in place, its own maxUnavailable 100%, a PUB of 1 over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_advanced_statefulset_in_place_rollout_under_a_pub_takes_one_pod_at_a_time() {
+    let ns = TestNamespace::new("pub-asts").await;
+    let _pub_ctl = pub_controller(&ns, "").await;
+    let _sts_ctl = RunningController::start(
+        statefulset_ctl::IDENTITY,
+        &ns.name,
+        "",
+        statefulset_ctl::run,
+    )
+    .await;
+    let asts = |image: &str| {
+        json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+               "metadata": {"name": "db"},
+               "spec": {"replicas": 3, "serviceName": "db", "podManagementPolicy": "Parallel",
+                        "selector": {"matchLabels": {"app": "db"}},
+                        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                            "maxUnavailable": "100%", "podUpdatePolicy": "InPlaceIfPossible"}},
+                        "template": {"metadata": {"labels": {"app": "db"}},
+                                     "spec": {"readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
+                                              "containers": [{"name": "main", "image": image}]}}}})
+        .to_string()
+    };
+    ns.apply(&asts("nginx:alpine")).await.expect("asts");
+    ns.apply(&pub_json("db-pub",
+        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "db"},
+               "maxUnavailable": 1}), json!({})))
+        .await
+        .expect("pub");
+    let before = ready_pods(&ns, "db", 3, "db-pub").await;
+    wait_status(&ns, "db-pub", "budget of 1", |s| counts(s) == (3, 2, 3, 1)).await;
+    let uids: Vec<_> = before.iter().map(|p| p.uid().unwrap_or_default()).collect();
+
+    let most_down = MostUnavailable::watch(&ns, "app=db");
+    ns.apply(&asts("nginx:mainline")).await.expect("new image");
+    assert_rolled_one_at_a_time(&ns, "db", most_down, &uids, |p| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.containers[0].image.as_deref())
+            == Some("nginx:mainline")
+    })
+    .await;
+}
+
 /// A SidecarSet's in-place sidecar upgrade goes through the same budget: 3 bare Pods
 /// (their total set by `pub.kruise.io/protect-total-replicas`), a PUB of maxUnavailable
 /// 1, and a SidecarSet rolling a new sidecar image with maxUnavailable 100%: one Pod at
