@@ -23,7 +23,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 pub use admin::{Readiness, ReadyHandle};
-pub use cache::{Cache, Tolerant};
+pub use cache::{Cache, MalformedReport, Tolerant};
 pub use events::Events;
 pub use gates::FeatureGates;
 pub use instruments::{Backoff, Instruments};
@@ -238,7 +238,19 @@ impl Runtime {
             + 'static,
     {
         let ready = self.readiness.register(cache::check_name::<K>());
-        Cache::spawn_tolerant(self.scoped_api::<Tolerant<K>>(), config, prune, ready)
+        Cache::spawn_tolerant(
+            self.scoped_api::<Tolerant<K>>(),
+            config,
+            prune,
+            ready,
+            self.malformed_report(),
+        )
+    }
+
+    /// How a tolerant cache of this process reports an object that does not decode: a
+    /// Warning event as this controller and `kruise_malformed_objects_total`.
+    pub fn malformed_report(&self) -> MalformedReport {
+        MalformedReport::new(self.events(), self.metrics.clone())
     }
 
     /// A cache of a cluster-scoped kind (Nodes): every object, whatever the instance's

@@ -30,6 +30,9 @@ pub struct Metrics {
     pub webhook_duration: HistogramVec,
     /// `kruise_webhook_errors_total{webhook,kind}`.
     pub webhook_errors: IntCounterVec,
+    /// `kruise_malformed_objects_total{kind}`: object versions (uid, resourceVersion) a
+    /// cache could not decode and left out.
+    pub malformed_objects: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -122,6 +125,14 @@ impl Metrics {
             &["webhook", "kind"],
         )
         .expect("valid metric");
+        let malformed_objects = IntCounterVec::new(
+            Opts::new(
+                "kruise_malformed_objects_total",
+                "Object versions that did not decode and were left out of the cache, by kind.",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_duration.clone()),
@@ -132,6 +143,7 @@ impl Metrics {
             Box::new(leader.clone()),
             Box::new(webhook_duration.clone()),
             Box::new(webhook_errors.clone()),
+            Box::new(malformed_objects.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -146,6 +158,7 @@ impl Metrics {
             leader,
             webhook_duration,
             webhook_errors,
+            malformed_objects,
         }
     }
 
