@@ -331,7 +331,10 @@ where
     K: Resource<DynamicType = ()> + Clone,
 {
     fn apply(&self, event: &Event<K>) {
-        let mut state = self.inner.write().expect("owner index lock");
+        let mut state = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match event {
             Event::Apply(obj) => state.insert(ObjectRef::from_obj(obj), controller_uid(obj)),
             Event::Delete(obj) => state.insert(ObjectRef::from_obj(obj), None),
@@ -353,7 +356,10 @@ where
     }
 
     fn refs(&self, owner_uid: &str) -> Vec<ObjectRef<K>> {
-        let state = self.inner.read().expect("owner index lock");
+        let state = self
+            .inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         state
             .by_owner
             .get(owner_uid)

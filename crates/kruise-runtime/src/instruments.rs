@@ -29,7 +29,10 @@ impl Instruments {
 
     /// An object was triggered (a watch event mapped to it).
     pub fn triggered(&self, key: String) {
-        let mut pending = self.pending.lock().expect("queue lock");
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.insert(key);
         self.metrics
             .queue_depth
@@ -39,7 +42,10 @@ impl Instruments {
 
     /// A worker picked the object up.
     pub fn started(&self, key: &str) {
-        let mut pending = self.pending.lock().expect("queue lock");
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.remove(key);
         self.metrics
             .queue_depth
@@ -69,7 +75,10 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().expect("backoff lock");
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = failures.entry(key.to_string()).or_insert(0);
         *n = n.saturating_add(1);
         let exp = (*n - 1).min(12);
@@ -77,7 +86,10 @@ impl Backoff {
     }
 
     pub fn succeeded(&self, key: &str) {
-        self.failures.lock().expect("backoff lock").remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
     }
 }
 

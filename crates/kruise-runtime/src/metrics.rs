@@ -42,6 +42,10 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    #[allow(
+        clippy::expect_used,
+        reason = "constant metric names, help texts and labels, registered once into a fresh registry: a failure is a programming error the unit tests catch"
+    )]
     pub fn new() -> Self {
         let registry = Registry::new();
         let reconciles = IntCounterVec::new(
@@ -165,10 +169,10 @@ impl Metrics {
     /// The text exposition format served on `/metrics`.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
-            .expect("text encoding never fails");
-        String::from_utf8(buf).expect("prometheus text is UTF-8")
+        if let Err(err) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            return format!("# metrics could not be encoded: {err}\n");
+        }
+        String::from_utf8_lossy(&buf).into_owned()
     }
 
     /// Counts one pod operation of a controller.
