@@ -53,6 +53,12 @@ impl Instruments {
             .set(pending.len() as i64);
     }
 
+    /// The object is gone (deleted): the controller will never reconcile it, so it is
+    /// no longer waiting. Without this a deleted object stayed in the depth for good.
+    pub fn gone(&self, key: &str) {
+        self.started(key);
+    }
+
     /// A reconcile ended with `result` (`ok` or an error's metric label).
     pub fn finished(&self, result: &str, elapsed: Duration) {
         self.metrics
@@ -109,6 +115,9 @@ mod tests {
         assert_eq!(m.queue_depth.with_label_values(&["c"]).get(), 1);
         i.finished("ok", Duration::from_millis(3));
         assert_eq!(m.reconciles.with_label_values(&["c", "ok"]).get(), 1);
+        // b is deleted before a worker picks it up: not waiting any more.
+        i.gone("b");
+        assert_eq!(m.queue_depth.with_label_values(&["c"]).get(), 0);
     }
 
     #[test]
