@@ -34,7 +34,7 @@ KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-
 # would disturb the tests running beside them. So they run alone, after the others.
 step "e2e tests: CRD conversion"
 KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads=1 conversion::
-# The short version of `make chaos` (tests/chaos/run.sh, ~80 s), on a cluster of its own:
+# The short version of `make chaos` (tests/chaos/run.sh, ~90 s), on a cluster of its own:
 # the CloneSet leader killed -9 during a 30-Pod scale-out and in-place rollout, the
 # webhooks down. The full one is `make chaos`.
 step "chaos (short)"

@@ -42,7 +42,7 @@
 # Knobs: CHAOS_PODS=100 (make chaos: 1000), CHAOS_SIDECAR_PODS=200, CHAOS_SLOW_PODS=100,
 # CHAOS_KILL_EVERY=10 (the first kill CHAOS_FIRST_KILL=3 s after the rollout starts), CHAOS_LEASE_SECONDS=5 (KRUISE_LEASE_DURATION_SECONDS of every
 # replica), CHAOS_APISERVER_DOWN=10, CHAOS_PROFILE=debug|release (which binaries),
-# CHAOS_PORT_BASE=37000 (controllers: admin +100.., webhook +200.., proxy +300..; the
+# CHAOS_PORT_BASE=28000 (controllers: admin +100.., webhook +200.., proxy +300..; the
 # cluster: apiserver +443, etcd +379/+380, controller-manager +257, scheduler +259, each
 # movable with CHAOS_APISERVER_PORT, CHAOS_ETCD_PORT, CHAOS_KCM_PORT, CHAOS_SCHEDULER_PORT),
 # CHAOS_KEEP=1 (leave the cluster up afterwards), CHAOS_OUT=target/chaos (results; the
@@ -66,7 +66,10 @@ first_kill=${CHAOS_FIRST_KILL:-3}
 lease=${CHAOS_LEASE_SECONDS:-5}
 apiserver_down=${CHAOS_APISERVER_DOWN:-10}
 profile=${CHAOS_PROFILE:-debug}
-base=${CHAOS_PORT_BASE:-37000}
+# Below the ephemeral port range (32768-60999 on Linux): a port there can be taken at any
+# moment by the local end of some outgoing connection, and a restarted replica then fails
+# to bind its own.
+base=${CHAOS_PORT_BASE:-28000}
 out=${CHAOS_OUT:-$root/target/chaos}
 state=$out/cluster
 bindir=${CARGO_TARGET_DIR:-$root/target}/$profile
