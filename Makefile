@@ -4,7 +4,7 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, bench-compare, conformance, fuzz, images, deploy; with the real node (opt-in,
+# e2e, bench, bench-compare, conformance, fuzz, chaos, images, deploy; with the real node (opt-in,
 # root): up-real, e2e-real, deploy-local. Everything lands under .local/ (kubeconfig, logs).
 
 SHELL := /bin/bash
@@ -14,6 +14,7 @@ E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local bench-compare fuzz
+.PHONY: chaos
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -78,6 +79,13 @@ conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (
 FUZZ_SECONDS ?= 60
 fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_SECONDS each (not part of make test): [FUZZ_SECONDS=60] [FUZZ_TARGET=name] [FUZZ_JOBS=1]; results in target/fuzz/summary.json
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGET=$(FUZZ_TARGET) FUZZ_JOBS=$(FUZZ_JOBS) fuzz/run.sh
+
+CHAOS_PODS ?= 1000
+CHAOS_PROFILE ?= debug
+CHAOS_BINS := $(shell grep -v '^\#' tests/cluster/controllers.txt) chaos-proxy
+chaos: deps ## controllers shot at (leader kill -9, apiserver restart, etcd compaction, a malformed object, webhook down, 5 QPS) on a cluster of its own (not part of make test): [CHAOS_PODS=1000] [SCENARIOS="takeover leader-cloneset ..."]; results in target/chaos/*.json
+	cargo build --quiet $(if $(filter release,$(CHAOS_PROFILE)),--release) $(addprefix --bin ,$(CHAOS_BINS))
+	@CHAOS_PODS=$(CHAOS_PODS) CHAOS_PROFILE=$(CHAOS_PROFILE) tests/chaos/run.sh $(SCENARIOS)
 
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images

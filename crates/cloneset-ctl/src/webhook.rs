@@ -188,15 +188,12 @@ pub fn validate(
         .as_ref()
         .map(|s| intstr::scaled_value(s, replicas, Rounding::Up).unwrap_or(0))
         .unwrap_or(0);
-    if surge > 0 && strategy_type == CloneSetUpdateStrategyType::InPlaceOnly {
+    if let Some(set) = strategy.max_surge.as_ref().filter(|_| surge > 0)
+        && strategy_type == CloneSetUpdateStrategyType::InPlaceOnly
+    {
         errors.push(invalid(
             "spec.updateStrategy.maxSurge",
-            show(
-                strategy
-                    .max_surge
-                    .as_ref()
-                    .expect("surge > 0 means it is set"),
-            ),
+            show(set),
             "can not use maxSurge with strategy type InPlaceOnly",
         ));
     }

@@ -53,7 +53,10 @@ impl FailedBackoff {
 
     /// For the plan: node → not before, for the DaemonSet `uid`.
     pub fn of(&self, uid: &str) -> std::collections::BTreeMap<String, jiff::Timestamp> {
-        let map = self.0.lock().expect("failed backoff");
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         map.iter()
             .filter(|((owner, _), _)| owner == uid)
             .map(|((_, node), (_, until))| (node.clone(), *until))
@@ -62,7 +65,10 @@ impl FailedBackoff {
 
     /// A failed Pod on `node` was deleted at `now`: the next one waits longer.
     pub fn failed(&self, uid: &str, node: &str, now: jiff::Timestamp) {
-        let mut map = self.0.lock().expect("failed backoff");
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = (uid.to_string(), node.to_string());
         let delay = match map.get(&key) {
             Some((delay, until)) if now.duration_since(*until).unsigned_abs() < 2 * Self::MAX => {
@@ -78,7 +84,7 @@ impl FailedBackoff {
     pub fn forget(&self, uid: &str) {
         self.0
             .lock()
-            .expect("failed backoff")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|(owner, _), _| owner != uid);
     }
 }
@@ -161,7 +167,9 @@ fn node_trigger(
         let name = node.metadata.name.clone().unwrap_or_default();
         let present = nodes.store().get(&ObjectRef::new(&name)).is_some();
         let changed = {
-            let mut seen = seen.lock().expect("node fingerprints");
+            let mut seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if present {
                 seen.insert(name, placement_fingerprint(&node))
                     != Some(placement_fingerprint(&node))

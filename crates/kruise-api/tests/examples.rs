@@ -1,6 +1,9 @@
 //! Every manifest in `examples/` decodes into our types and encodes back without losing
 //! a field, and the committed CRDs in `deploy/crds/` equal what the types generate.
 
+// A test: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use kruise_api::apps_v1alpha1 as a;

@@ -185,6 +185,10 @@ pub fn metadata_and_images_patch(
 /// `labels`/`annotations` are the caller's own changes that go in the same write
 /// (revision labels, lifecycle state). With `spec.grace_seconds > 0` the update is parked
 /// in the grace annotation and [`refresh`] applies it once the grace period is over.
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes these plain structs (strings, numbers, timestamps) without fail"
+)]
 pub fn start_update(
     pod: &Pod,
     spec: &UpdateSpec,
@@ -350,6 +354,10 @@ pub struct RefreshAction {
 /// (or drops it if the Pod moved to another revision meanwhile), starts the next container
 /// batch once the previous one is ready, and sets `InPlaceUpdateReady` True when done (or
 /// when the condition is missing on a Pod that has the readiness gate).
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes these plain structs (strings, numbers, timestamps) without fail"
+)]
 pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> RefreshAction {
     if let Some(parked) = pending_grace(pod) {
         let state = inplace_state(pod);

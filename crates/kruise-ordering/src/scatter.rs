@@ -83,7 +83,9 @@ fn scatter_by_term<'p>(
     if matched.len() <= 1 || unmatched.len() <= 1 {
         return pods.to_vec();
     }
-    let last_matched = matched.pop().expect("at least two matched pods");
+    let Some(last_matched) = matched.pop() else {
+        return pods.to_vec();
+    };
 
     let population_matched = population.iter().filter(|p| matches_term(p, term)).count();
     let population_unmatched = population.len() - population_matched;

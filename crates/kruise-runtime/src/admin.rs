@@ -35,14 +35,14 @@ impl ReadyHandle {
     pub fn set_ready(&self) {
         self.checks
             .lock()
-            .expect("readiness lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(self.name.clone(), true);
     }
 
     pub fn set_not_ready(&self) {
         self.checks
             .lock()
-            .expect("readiness lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(self.name.clone(), false);
     }
 }
@@ -53,7 +53,7 @@ impl Readiness {
         let name = name.into();
         self.checks
             .lock()
-            .expect("readiness lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(name.clone(), false);
         ReadyHandle {
             name,
@@ -65,7 +65,7 @@ impl Readiness {
     pub fn pending(&self) -> Vec<String> {
         self.checks
             .lock()
-            .expect("readiness lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .filter(|(_, ready)| !**ready)
             .map(|(name, _)| name.clone())

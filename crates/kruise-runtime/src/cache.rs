@@ -5,15 +5,16 @@
 //!   annotation): a 1000-Pod CloneSet costs a fraction of the memory.
 //! - Objects are indexed by the UID of their controller owner, so a reconcile reads its
 //!   Pods without scanning the whole cache.
-//! - A custom resource that does not decode (a field our types reject) is logged and
-//!   skipped ([`Tolerant`]), never fails the watch: one bad object must not stop the
-//!   controller for every other one.
+//! - A custom resource that does not decode (a field our types reject) is skipped
+//!   ([`Tolerant`]), never fails the watch: one bad object must not stop the controller
+//!   for every other one. It is reported ([`MalformedReport`]): a log line, a Warning
+//!   event on the object and `kruise_malformed_objects_total{kind}`, once per version.
 //! - Deletions are delivered to subscribers too (a deleted Pod must wake its owner).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, StreamExt, TryStreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -26,6 +27,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
 use crate::admin::ReadyHandle;
+use crate::events::Events;
+use crate::metrics::Metrics;
 
 /// Removes what no controller reads from an object before it is cached.
 pub fn prune_metadata(meta: &mut ObjectMeta) {
@@ -96,6 +99,7 @@ where
         config: watcher::Config,
         prune: fn(&mut K),
         ready: ReadyHandle,
+        report: MalformedReport,
     ) -> Self {
         let (tx, _) = broadcast::channel(CHANGES_BUFFER);
         let writer = Writer::default();
@@ -108,7 +112,7 @@ where
         let store = cache.store.clone();
         let events = watcher(api, config)
             .default_backoff()
-            .map_ok(move |event| decode_tolerant(event, &store))
+            .map_ok(move |event| decode_tolerant(event, &store, &report))
             .try_filter_map(|event| async move { Ok(event) })
             .modify(prune);
         tokio::spawn(cache.clone().run(events, writer, ready));
@@ -327,7 +331,10 @@ where
     K: Resource<DynamicType = ()> + Clone,
 {
     fn apply(&self, event: &Event<K>) {
-        let mut state = self.inner.write().expect("owner index lock");
+        let mut state = self
+            .inner
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match event {
             Event::Apply(obj) => state.insert(ObjectRef::from_obj(obj), controller_uid(obj)),
             Event::Delete(obj) => state.insert(ObjectRef::from_obj(obj), None),
@@ -349,7 +356,10 @@ where
     }
 
     fn refs(&self, owner_uid: &str) -> Vec<ObjectRef<K>> {
-        let state = self.inner.read().expect("owner index lock");
+        let state = self
+            .inner
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         state
             .by_owner
             .get(owner_uid)
@@ -439,18 +449,106 @@ impl<K: Resource<DynamicType = ()>> Resource for Tolerant<K> {
     }
 }
 
+/// Where an object that does not decode is reported, besides the log: a Warning event
+/// `Malformed` on the object (its owner sees it in `kubectl describe`) and
+/// `kruise_malformed_objects_total{kind}`. Each version (uid, resourceVersion) once per
+/// process, so a relist does not repeat it.
+#[derive(Clone, Default)]
+pub struct MalformedReport {
+    events: Option<Events>,
+    metrics: Option<Metrics>,
+    seen: Arc<Mutex<HashSet<(String, String)>>>,
+}
+
+/// Versions remembered before the set is cleared (a relist may then report again).
+const MALFORMED_SEEN: usize = 4096;
+
+/// The reason of the Warning event on an object that does not decode.
+pub const MALFORMED_REASON: &str = "Malformed";
+
+impl MalformedReport {
+    /// Reports with `events` and counts in `metrics`.
+    pub fn new(events: Events, metrics: Metrics) -> Self {
+        MalformedReport {
+            events: Some(events),
+            metrics: Some(metrics),
+            seen: Arc::default(),
+        }
+    }
+
+    /// Logs only (tests, tools).
+    pub fn log_only() -> Self {
+        Self::default()
+    }
+
+    /// Reports one malformed version of a `K`; `false` when it was reported already.
+    pub fn report<K: Resource<DynamicType = ()>>(
+        &self,
+        metadata: &ObjectMeta,
+        error: &str,
+    ) -> bool {
+        let kind = K::kind(&());
+        let name = metadata.name.clone().unwrap_or_default();
+        let namespace = metadata.namespace.clone();
+        let version = (
+            metadata
+                .uid
+                .clone()
+                .unwrap_or_else(|| format!("{namespace:?}/{name}")),
+            metadata.resource_version.clone().unwrap_or_default(),
+        );
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.len() >= MALFORMED_SEEN {
+                seen.clear();
+            }
+            if !seen.insert(version) {
+                return false;
+            }
+        }
+        tracing::warn!(%kind, %name, ?namespace, %error, "skipping an object that does not decode");
+        if let Some(metrics) = &self.metrics {
+            metrics.malformed_objects.with_label_values(&[&kind]).inc();
+        }
+        if let Some(events) = &self.events {
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(kind.into_owned()),
+                name: Some(name),
+                namespace,
+                uid: metadata.uid.clone(),
+                resource_version: metadata.resource_version.clone(),
+                field_path: None,
+            };
+            let error: String = error.chars().take(512).collect();
+            events.warning(
+                &reference,
+                MALFORMED_REASON,
+                format!(
+                    "cannot decode this object ({error}); it is left alone, and so are its Pods, until it is fixed"
+                ),
+            );
+        }
+        true
+    }
+}
+
 /// Turns a tolerant event into a typed one. A malformed object is reported, and if the
 /// cache holds an earlier (good) version of it, that version is removed: the controller
 /// then stops acting on an object it can no longer understand instead of acting on a
 /// stale copy.
-fn decode_tolerant<K>(event: Event<Tolerant<K>>, store: &Store<K>) -> Option<Event<K>>
+fn decode_tolerant<K>(
+    event: Event<Tolerant<K>>,
+    store: &Store<K>,
+    report: &MalformedReport,
+) -> Option<Event<K>>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
-    let malformed = |metadata: &ObjectMeta, error: &str| {
+    // The cached (good) copy of an object, if any.
+    let cached = |metadata: &ObjectMeta| {
         let name = metadata.name.clone().unwrap_or_default();
         let namespace = metadata.namespace.clone();
-        tracing::warn!(kind = %K::kind(&()), %name, ?namespace, %error, "skipping an object that does not decode");
         let mut r = ObjectRef::<K>::new(&name);
         if let Some(ns) = namespace {
             r = r.within(&ns);
@@ -461,12 +559,16 @@ where
         Event::Apply(Tolerant::Decoded(obj)) => Some(Event::Apply(obj)),
         Event::Delete(Tolerant::Decoded(obj)) => Some(Event::Delete(obj)),
         Event::InitApply(Tolerant::Decoded(obj)) => Some(Event::InitApply(obj)),
-        Event::Apply(Tolerant::Malformed { metadata, error })
-        | Event::Delete(Tolerant::Malformed { metadata, error }) => {
-            malformed(&metadata, &error).map(|old| Event::Delete((*old).clone()))
+        Event::Apply(Tolerant::Malformed { metadata, error }) => {
+            report.report::<K>(&metadata, &error);
+            cached(&metadata).map(|old| Event::Delete((*old).clone()))
+        }
+        // Gone: nothing to warn about, only the cached copy to drop.
+        Event::Delete(Tolerant::Malformed { metadata, .. }) => {
+            cached(&metadata).map(|old| Event::Delete((*old).clone()))
         }
         Event::InitApply(Tolerant::Malformed { metadata, error }) => {
-            malformed(&metadata, &error);
+            report.report::<K>(&metadata, &error);
             None
         }
         Event::Init => Some(Event::Init),
@@ -556,6 +658,117 @@ mod tests {
             }
             other => panic!("expected malformed, got {other:?}"),
         }
+    }
+
+    #[derive(serde::Deserialize, Debug, Clone)]
+    struct Replicas {
+        metadata: ObjectMeta,
+        #[allow(dead_code)]
+        replicas: i32,
+    }
+
+    impl Resource for Replicas {
+        type DynamicType = ();
+        type Scope = k8s_openapi::NamespaceResourceScope;
+        fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+            "Replicas".into()
+        }
+        fn group(_: &()) -> std::borrow::Cow<'_, str> {
+            "test.kruise.io".into()
+        }
+        fn version(_: &()) -> std::borrow::Cow<'_, str> {
+            "v1".into()
+        }
+        fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+            "replicas".into()
+        }
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    }
+
+    fn replicas_json(name: &str, rv: &str, replicas: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"), "resourceVersion": rv},
+            "replicas": replicas,
+        })
+    }
+
+    #[test]
+    fn a_list_with_one_malformed_item_decodes_every_other_item() {
+        let list = serde_json::json!({
+            "apiVersion": "test.kruise.io/v1", "kind": "ReplicasList",
+            "metadata": {"resourceVersion": "10"},
+            "items": [
+                replicas_json("a", "1", 1.into()),
+                replicas_json("bad", "2", "many".into()),
+                replicas_json("c", "3", 3.into()),
+            ],
+        });
+        let list: kube::core::ObjectList<Tolerant<Replicas>> =
+            serde_json::from_value(list).unwrap();
+        let decoded: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|t| match t {
+                Tolerant::Decoded(r) => r.metadata.name.clone(),
+                Tolerant::Malformed { .. } => None,
+            })
+            .collect();
+        assert_eq!(decoded, ["a", "c"]);
+        assert!(
+            matches!(&list.items[1], Tolerant::Malformed { metadata, .. } if metadata.name.as_deref() == Some("bad"))
+        );
+    }
+
+    #[test]
+    fn a_malformed_version_is_counted_once_and_its_stale_copy_dropped() {
+        let metrics = Metrics::new();
+        let report = MalformedReport {
+            events: None,
+            metrics: Some(metrics.clone()),
+            seen: Arc::default(),
+        };
+        let mut writer = Writer::<Replicas>::default();
+        let store = writer.as_reader();
+        let good: Replicas = serde_json::from_value(replicas_json("x", "1", 2.into())).unwrap();
+        writer.apply_watcher_event(&Event::Apply(good));
+        let bad = || -> Tolerant<Replicas> {
+            serde_json::from_value(replicas_json("x", "2", "two".into())).unwrap()
+        };
+        // The good copy in the cache is withdrawn: the controller must not act on it.
+        match decode_tolerant(Event::Apply(bad()), &store, &report) {
+            Some(Event::Delete(old)) => {
+                assert_eq!(old.metadata.resource_version.as_deref(), Some("1"))
+            }
+            other => panic!("expected the stale copy deleted, got {other:?}"),
+        }
+        // The same version again (a relist): skipped, not counted twice.
+        assert!(decode_tolerant(Event::InitApply(bad()), &store, &report).is_none());
+        let text = metrics.render();
+        assert!(
+            text.contains("kruise_malformed_objects_total{kind=\"Replicas\"} 1"),
+            "{text}"
+        );
+        // A new malformed version counts again.
+        let newer: Tolerant<Replicas> =
+            serde_json::from_value(replicas_json("x", "3", "three".into())).unwrap();
+        assert!(decode_tolerant(Event::InitApply(newer), &store, &report).is_none());
+        assert!(
+            metrics
+                .render()
+                .contains("kruise_malformed_objects_total{kind=\"Replicas\"} 2")
+        );
+        // Good objects pass through untouched.
+        let fine: Tolerant<Replicas> =
+            serde_json::from_value(replicas_json("y", "4", 1.into())).unwrap();
+        assert!(matches!(
+            decode_tolerant(Event::InitApply(fine), &store, &report),
+            Some(Event::InitApply(r)) if r.metadata.name.as_deref() == Some("y")
+        ));
     }
 
     #[test]

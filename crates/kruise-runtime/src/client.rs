@@ -65,7 +65,10 @@ impl TokenBucket {
         if self.qps <= 0.0 {
             return Duration::ZERO;
         }
-        let mut state = self.state.lock().expect("token bucket lock");
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (tokens, last) = *state;
         let refilled =
             (tokens + now.saturating_duration_since(last).as_secs_f64() * self.qps).min(self.burst);

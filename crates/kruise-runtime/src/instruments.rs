@@ -29,7 +29,10 @@ impl Instruments {
 
     /// An object was triggered (a watch event mapped to it).
     pub fn triggered(&self, key: String) {
-        let mut pending = self.pending.lock().expect("queue lock");
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.insert(key);
         self.metrics
             .queue_depth
@@ -39,12 +42,21 @@ impl Instruments {
 
     /// A worker picked the object up.
     pub fn started(&self, key: &str) {
-        let mut pending = self.pending.lock().expect("queue lock");
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.remove(key);
         self.metrics
             .queue_depth
             .with_label_values(&[&self.controller])
             .set(pending.len() as i64);
+    }
+
+    /// The object is gone (deleted): the controller will never reconcile it, so it is
+    /// no longer waiting. Without this a deleted object stayed in the depth for good.
+    pub fn gone(&self, key: &str) {
+        self.started(key);
     }
 
     /// A reconcile ended with `result` (`ok` or an error's metric label).
@@ -69,7 +81,10 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn failed(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().expect("backoff lock");
+        let mut failures = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = failures.entry(key.to_string()).or_insert(0);
         *n = n.saturating_add(1);
         let exp = (*n - 1).min(12);
@@ -77,7 +92,10 @@ impl Backoff {
     }
 
     pub fn succeeded(&self, key: &str) {
-        self.failures.lock().expect("backoff lock").remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
     }
 }
 
@@ -97,6 +115,9 @@ mod tests {
         assert_eq!(m.queue_depth.with_label_values(&["c"]).get(), 1);
         i.finished("ok", Duration::from_millis(3));
         assert_eq!(m.reconciles.with_label_values(&["c", "ok"]).get(), 1);
+        // b is deleted before a worker picks it up: not waiting any more.
+        i.gone("b");
+        assert_eq!(m.queue_depth.with_label_values(&["c"]).get(), 0);
     }
 
     #[test]

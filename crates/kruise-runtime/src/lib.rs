@@ -23,7 +23,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 pub use admin::{Readiness, ReadyHandle};
-pub use cache::{Cache, Tolerant};
+pub use cache::{Cache, MalformedReport, Tolerant};
 pub use events::Events;
 pub use gates::FeatureGates;
 pub use instruments::{Backoff, Instruments};
@@ -112,6 +112,10 @@ pub struct Runtime {
     pub settings: Settings,
     pub gates: FeatureGates,
     pub client: Client,
+    /// The client of leader election: the same identity, without the client-side rate
+    /// limit. Lease renewals queued behind a rate-limited burst of Pod writes arrived
+    /// after the lease had expired, and two replicas led at once (found by `make chaos`).
+    pub lease_client: Client,
     pub metrics: Metrics,
     pub readiness: Readiness,
     pub shutdown: CancellationToken,
@@ -154,6 +158,7 @@ impl Runtime {
             .retain(|(name, _)| name != http::header::USER_AGENT);
         config.headers.push((http::header::USER_AGENT, user_agent));
         let metrics = Metrics::new();
+        let lease_client = client::build(config.clone(), 0.0, 0, &metrics)?;
         let client = client::build(config, settings.kube_qps, settings.kube_burst, &metrics)?;
         let readiness = Readiness::default();
         let shutdown = CancellationToken::new();
@@ -174,6 +179,7 @@ impl Runtime {
             gates: settings.gates(),
             settings,
             client,
+            lease_client,
             metrics,
             readiness,
             shutdown,
@@ -184,7 +190,7 @@ impl Runtime {
     /// The lease settings for this controller.
     pub fn election(&self) -> Election {
         Election {
-            client: self.client.clone(),
+            client: self.lease_client.clone(),
             lease_name: self.name.clone(),
             namespace: self.settings.namespace.clone(),
             enabled: self.settings.leader_elect,
@@ -238,7 +244,19 @@ impl Runtime {
             + 'static,
     {
         let ready = self.readiness.register(cache::check_name::<K>());
-        Cache::spawn_tolerant(self.scoped_api::<Tolerant<K>>(), config, prune, ready)
+        Cache::spawn_tolerant(
+            self.scoped_api::<Tolerant<K>>(),
+            config,
+            prune,
+            ready,
+            self.malformed_report(),
+        )
+    }
+
+    /// How a tolerant cache of this process reports an object that does not decode: a
+    /// Warning event as this controller and `kruise_malformed_objects_total`.
+    pub fn malformed_report(&self) -> MalformedReport {
+        MalformedReport::new(self.events(), self.metrics.clone())
     }
 
     /// A cache of a cluster-scoped kind (Nodes): every object, whatever the instance's

@@ -30,6 +30,9 @@ pub struct Metrics {
     pub webhook_duration: HistogramVec,
     /// `kruise_webhook_errors_total{webhook,kind}`.
     pub webhook_errors: IntCounterVec,
+    /// `kruise_malformed_objects_total{kind}`: object versions (uid, resourceVersion) a
+    /// cache could not decode and left out.
+    pub malformed_objects: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -39,6 +42,10 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    #[allow(
+        clippy::expect_used,
+        reason = "constant metric names, help texts and labels, registered once into a fresh registry: a failure is a programming error the unit tests catch"
+    )]
     pub fn new() -> Self {
         let registry = Registry::new();
         let reconciles = IntCounterVec::new(
@@ -122,6 +129,14 @@ impl Metrics {
             &["webhook", "kind"],
         )
         .expect("valid metric");
+        let malformed_objects = IntCounterVec::new(
+            Opts::new(
+                "kruise_malformed_objects_total",
+                "Object versions that did not decode and were left out of the cache, by kind.",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(reconciles.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_duration.clone()),
@@ -132,6 +147,7 @@ impl Metrics {
             Box::new(leader.clone()),
             Box::new(webhook_duration.clone()),
             Box::new(webhook_errors.clone()),
+            Box::new(malformed_objects.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -146,16 +162,17 @@ impl Metrics {
             leader,
             webhook_duration,
             webhook_errors,
+            malformed_objects,
         }
     }
 
     /// The text exposition format served on `/metrics`.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
-        TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buf)
-            .expect("text encoding never fails");
-        String::from_utf8(buf).expect("prometheus text is UTF-8")
+        if let Err(err) = TextEncoder::new().encode(&self.registry.gather(), &mut buf) {
+            return format!("# metrics could not be encoded: {err}\n");
+        }
+        String::from_utf8_lossy(&buf).into_owned()
     }
 
     /// Counts one pod operation of a controller.

@@ -139,10 +139,20 @@ impl Reconciler {
     where
         K: Watched,
     {
-        let instruments = self.instruments.clone();
-        let changes = primary
-            .subscribe()
-            .inspect(move |obj| instruments.triggered(key(obj.as_ref())));
+        let (instruments, backoff) = (self.instruments.clone(), self.backoff.clone());
+        let store = primary.store().clone();
+        let changes = primary.subscribe().inspect(move |obj| {
+            let object = key(obj.as_ref());
+            // The cache applies an event before it fans it out: an object not in the store
+            // was deleted, and the controller will not reconcile it. Counted as waiting it
+            // would stay in the queue depth (and its backoff entry in memory) for good.
+            if store.get(&ObjectRef::from_obj(obj.as_ref())).is_some() {
+                instruments.triggered(object);
+            } else {
+                instruments.gone(&object);
+                backoff.succeeded(&object);
+            }
+        });
         let config = ControllerConfig::default()
             .concurrency(workers)
             .debounce(Duration::from_millis(50));

@@ -96,7 +96,7 @@ impl Expectations {
     pub fn expect(&self, owner_uid: &str, what: Expected, now: Timestamp) {
         self.inner
             .lock()
-            .expect("expectations lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(owner_uid.to_string())
             .or_default()
             .insert(what, now);
@@ -110,7 +110,10 @@ impl Expectations {
         observe: impl Fn(&str) -> Observed,
     ) -> Vec<Expected> {
         let timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
-        let mut all = self.inner.lock().expect("expectations lock");
+        let mut all = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(owner) = all.get_mut(owner_uid) else {
             return Vec::new();
         };
@@ -160,7 +163,10 @@ impl Expectations {
 
     /// Drops one expectation (the action failed, so the cache will never show it).
     pub fn forget_one(&self, owner_uid: &str, what: &Expected) {
-        let mut all = self.inner.lock().expect("expectations lock");
+        let mut all = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(owner) = all.get_mut(owner_uid) {
             owner.remove(what);
             if owner.is_empty() {
@@ -173,7 +179,7 @@ impl Expectations {
     pub fn forget(&self, owner_uid: &str) {
         self.inner
             .lock()
-            .expect("expectations lock")
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(owner_uid);
     }
 }

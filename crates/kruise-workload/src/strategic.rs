@@ -31,8 +31,8 @@ fn merge_key(field: &str) -> Option<&'static str> {
 /// A strategic merge of `patch` into `target`: objects merge, `null` deletes, lists with
 /// a merge key merge element by element, other lists and values are replaced.
 pub fn strategic_merge(target: &mut Value, patch: &Value, field: &str) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
+    match (target, patch, merge_key(field)) {
+        (Value::Object(t), Value::Object(p), _) => {
             for (k, v) in p {
                 if v.is_null() {
                     t.remove(k);
@@ -43,8 +43,7 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, field: &str) {
                 }
             }
         }
-        (Value::Array(t), Value::Array(p)) if merge_key(field).is_some() => {
-            let key = merge_key(field).expect("checked");
+        (Value::Array(t), Value::Array(p), Some(key)) => {
             for item in p {
                 let id = item.get(key);
                 match t.iter_mut().find(|e| id.is_some() && e.get(key) == id) {
@@ -53,7 +52,7 @@ pub fn strategic_merge(target: &mut Value, patch: &Value, field: &str) {
                 }
             }
         }
-        (t, p) => *t = p.clone(),
+        (t, p, _) => *t = p.clone(),
     }
 }
 

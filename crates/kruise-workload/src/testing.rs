@@ -3,6 +3,9 @@
 //! status, small Pod edits, and the checks of a started in-place update and of a
 //! pre-download job.
 
+// Test builders: a fixture that does not build is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;

@@ -71,7 +71,10 @@ impl StatusWrites {
         let (Some(uid), Some(rv)) = (&pps.metadata.uid, &pps.metadata.resource_version) else {
             return false;
         };
-        let written = self.0.lock().expect("status writes lock");
+        let written = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         written
             .get(uid)
             .is_some_and(|(seen, status)| seen == rv && status == next)
@@ -91,7 +94,10 @@ impl StatusWrites {
                 .iter()
                 .filter_map(|p| p.metadata.uid.clone())
                 .collect();
-            let mut written = self.0.lock().expect("status writes lock");
+            let mut written = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             written.retain(|uid, _| live.contains(uid));
             written.insert(uid.clone(), (rv.clone(), next));
         }
@@ -337,7 +343,9 @@ fn on_node_labels(
         let name = node.metadata.name.clone().unwrap_or_default();
         let labels = node.metadata.labels.clone().unwrap_or_default();
         {
-            let mut seen = seen.lock().expect("node labels lock");
+            let mut seen = seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if seen.get(&name) == Some(&labels) {
                 return Vec::new();
             }

@@ -205,7 +205,9 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
             }
         }
         AutogenAction::UpdateSpec(spec) => {
-            let existing = existing.expect("an update has an existing object");
+            let Some(existing) = existing else {
+                return Ok(Action::await_change());
+            };
             // The whole spec replaced, on the object the decision saw.
             let patch = json!([
                 {"op": "test", "path": "/metadata/uid", "value": existing.uid()},
@@ -222,7 +224,9 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
             }
         }
         AutogenAction::Delete => {
-            let existing = existing.expect("a delete has an existing object");
+            let Some(existing) = existing else {
+                return Ok(Action::await_change());
+            };
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: existing.uid(),

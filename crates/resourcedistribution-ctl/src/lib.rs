@@ -81,6 +81,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         runtime
             .readiness
             .register(check_name::<ResourceDistribution>()),
+        runtime.malformed_report(),
     );
     let namespaces =
         runtime.cluster_cache::<Namespace>(watcher::Config::default(), prune_namespace);

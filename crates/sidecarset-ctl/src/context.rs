@@ -67,7 +67,10 @@ pub const ADMITTED_GRACE: std::time::Duration = std::time::Duration::from_secs(3
 
 impl PodConditions {
     pub fn admit(&self, ss: Arc<SidecarSet>) {
-        let mut admitted = self.admitted.lock().expect("admitted lock");
+        let mut admitted = self
+            .admitted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         admitted.push((std::time::Instant::now(), ss));
     }
 
@@ -78,7 +81,10 @@ impl PodConditions {
 
     /// The SidecarSets admitted less than `age` ago.
     pub fn recently_admitted_within(&self, age: std::time::Duration) -> Vec<Arc<SidecarSet>> {
-        let mut admitted = self.admitted.lock().expect("admitted lock");
+        let mut admitted = self
+            .admitted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         admitted.retain(|(at, _)| at.elapsed() < ADMITTED_GRACE);
         admitted
             .iter()
@@ -169,21 +175,30 @@ struct CoverageState {
 impl Coverage {
     /// Everything is covered: no webhook to wait for, or no condition narrowing it.
     pub fn set_everything(&self) {
-        let mut s = self.inner.lock().expect("coverage lock");
+        let mut s = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         s.everything = true;
         s.parts.clear();
     }
 
     /// The condition registered now covers exactly these parts.
     pub fn set_parts(&self, parts: BTreeSet<String>) {
-        let mut s = self.inner.lock().expect("coverage lock");
+        let mut s = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         s.everything = false;
         s.parts = parts;
     }
 
     /// Whether Pods this SidecarSet injects into reach the webhook.
     pub fn covers(&self, ss: &SidecarSet) -> bool {
-        let s = self.inner.lock().expect("coverage lock");
+        let s = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         s.everything
             || crate::conditions::sidecarset_expression(ss).is_none_or(|p| s.parts.contains(&p))
     }

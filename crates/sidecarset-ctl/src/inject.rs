@@ -239,6 +239,10 @@ fn apply_resources_policy(
 
 /// Spec 4.1.5–4.1.10: the Pod with every candidate's sidecars. `candidates` may come in
 /// any order; they are applied by name.
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes maps with string keys without fail"
+)]
 pub fn inject(pod: &Pod, candidates: &[Candidate<'_>], now: Timestamp) -> Injected {
     let mut sorted: Vec<&Candidate> = candidates.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(b.name));

@@ -76,6 +76,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         watcher::Config::default(),
         |ss: &mut SidecarSet| prune_metadata(&mut ss.metadata),
         runtime.readiness.register("cache sidecarsets"),
+        runtime.malformed_report(),
     );
     let pods = runtime.cache::<Pod>(watcher::Config::default(), prune_pod);
     let namespaces = Cache::spawn(

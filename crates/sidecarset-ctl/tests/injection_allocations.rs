@@ -9,6 +9,8 @@
 //! for the figures; in `cargo test` it guards the allocation count against regressions.
 
 #![recursion_limit = "256"]
+// A test: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::alloc::System;
 use std::collections::BTreeMap;

@@ -101,6 +101,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             runtime
                 .readiness
                 .register("cache statefulsets.apps.kruise.io"),
+            runtime.malformed_report(),
         ),
         clonesets: runtime.tolerant_cache::<CloneSet>(subsets(), prune_cloneset),
         deployments: runtime.cache::<Deployment>(subsets(), prune_deployment),

@@ -173,7 +173,12 @@ async fn carry_out(
     };
     match write {
         Write::Create { subset, object } => {
-            let kind = kind_of(object).expect("built by the plan");
+            let kind = kind_of(object).ok_or_else(|| {
+                (
+                    REASON_UPDATE_SUBSET_FAILED,
+                    "the planned workload names no known kind".to_string(),
+                )
+            })?;
             let obj: DynamicObject = serde_json::from_value(object.clone())
                 .map_err(|e| (REASON_UPDATE_SUBSET_FAILED, e.to_string()))?;
             let created = api_for(ctx, ns, kind)

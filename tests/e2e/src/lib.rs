@@ -2,6 +2,9 @@
 //! `.local/kubeconfig` answers, started otherwise), a fresh namespace per test, deleted
 //! when the test ends, and waits that fail with what was expected and what was seen.
 
+// A test harness: a failed expectation is a failed test, and a panic says so best.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

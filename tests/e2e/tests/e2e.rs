@@ -1,5 +1,8 @@
 //! End-to-end tests on the real local control plane. One binary, one module per area.
 
+// A test harness: a failed expectation is a failed test, and a panic says so best.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod bench;
 mod broadcastjob;
 mod cloneset;

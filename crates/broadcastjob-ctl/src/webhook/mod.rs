@@ -52,6 +52,10 @@ pub fn spec_defaults(spec: &mut Map<String, Value>) {
     }
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the key holds an object: inserted on the line above when it did not"
+)]
 fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
     if !map.get(key).is_some_and(Value::is_object) {
         map.insert(key.into(), json!({}));

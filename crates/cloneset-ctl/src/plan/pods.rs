@@ -21,8 +21,17 @@ pub fn owner_reference(world: &World) -> OwnerReference {
 }
 
 pub fn owner_reference_of(cs: &kruise_api::apps_v1alpha1::CloneSet) -> OwnerReference {
-    cs.controller_owner_ref(&())
-        .expect("a CloneSet from the apiserver has a name and uid")
+    // Built from the metadata rather than `controller_owner_ref` (None without a uid):
+    // a CloneSet from the apiserver always has one, and if it ever had not, the write
+    // carrying this reference is refused by the apiserver (an error, not a panic).
+    OwnerReference {
+        api_version: kruise_api::apps_v1alpha1::CloneSet::api_version(&()).into_owned(),
+        kind: kruise_api::apps_v1alpha1::CloneSet::kind(&()).into_owned(),
+        name: cs.metadata.name.clone().unwrap_or_default(),
+        uid: cs.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
 }
 
 /// `<pvc template>-<cloneset>-<id>`.

@@ -66,6 +66,17 @@ fn answer(ctx: &ConversionCtx, body: Result<Bytes, BytesRejection>) -> (Response
     let bad = |message: String| ((StatusCode::BAD_REQUEST, message).into_response(), "decode");
     let body = match body {
         Ok(body) => body,
+        // Over the body limit: 413 (as for admission reviews), not a generic 400.
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return (
+                (
+                    e.status(),
+                    format!("cannot read the body: {}", e.body_text()),
+                )
+                    .into_response(),
+                "too_large",
+            );
+        }
         Err(e) => return bad(format!("cannot read the body: {e}")),
     };
     let review: Value = match serde_json::from_slice(&body) {

@@ -35,7 +35,11 @@
 //! - **Metrics**: `kruise_webhook_request_duration_seconds{webhook,operation,decision}`
 //!   (decision = allowed, denied, patched, error) and
 //!   `kruise_webhook_errors_total{webhook,kind}` (kind = malformed, too_large, body,
-//!   decode, internal, panic, timeout).
+//!   decode, internal, panic, timeout, deadline).
+//! - **Limits**: request bodies over [`Options::body_limit`] (8 MiB) get 413; a handler
+//!   over [`Options::handler_timeout`] (9 s) is answered by its [`OnFailure`]; a request
+//!   not complete within [`Options::request_timeout`] (10 s, the body upload included)
+//!   gets 408.
 //! - **Readiness**: the check "webhook tls" is pending until the TLS listener serves.
 
 mod certs;
@@ -306,6 +310,10 @@ pub struct Options {
     /// A handler taking longer is answered by its [`OnFailure`]: just under the
     /// apiserver's default `timeoutSeconds` (10), so our answer, not its timeout, decides.
     pub handler_timeout: Duration,
+    /// The whole request, body upload included, on every route (conversions too): a
+    /// client that sends its body slowly, or never finishes it, gets HTTP 408 and its
+    /// connection's memory back. The apiserver gives up at `timeoutSeconds` (10) anyway.
+    pub request_timeout: Duration,
 }
 
 impl Default for Options {
@@ -314,6 +322,7 @@ impl Default for Options {
             rotation: Rotation::default(),
             body_limit: 8 << 20,
             handler_timeout: Duration::from_secs(9),
+            request_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -669,14 +678,20 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
                 convert: conversion.convert,
                 metrics: metrics.clone(),
             });
+            let deadline = Deadline::new(route.name, options.request_timeout, metrics);
             app = app.route(
                 route.path,
                 post(move |body: Result<Bytes, BytesRejection>| {
                     conversion::handle(ctx.clone(), body)
-                }),
+                })
+                .layer(axum::middleware::from_fn_with_state(
+                    deadline,
+                    within_deadline,
+                )),
             );
             continue;
         }
+        let deadline = Deadline::new(route.name, options.request_timeout, metrics);
         let ctx = Arc::new(review::RouteCtx {
             name: route.name,
             handler: route.handler,
@@ -686,10 +701,58 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
         });
         app = app.route(
             route.path,
-            post(move |body: Result<Bytes, BytesRejection>| review::handle(ctx.clone(), body)),
+            post(move |body: Result<Bytes, BytesRejection>| review::handle(ctx.clone(), body))
+                .layer(axum::middleware::from_fn_with_state(
+                    deadline,
+                    within_deadline,
+                )),
         );
     }
     app.layer(DefaultBodyLimit::max(options.body_limit))
+}
+
+/// The deadline of one route's requests ([`Options::request_timeout`]).
+#[derive(Clone)]
+struct Deadline {
+    name: &'static str,
+    timeout: Duration,
+    metrics: Metrics,
+}
+
+impl Deadline {
+    fn new(name: &'static str, timeout: Duration, metrics: &Metrics) -> Self {
+        Deadline {
+            name,
+            timeout,
+            metrics: metrics.clone(),
+        }
+    }
+}
+
+/// Runs a request (reading its body included) within its route's deadline; past it the
+/// client gets 408 and `kruise_webhook_errors_total{kind="deadline"}` counts it.
+async fn within_deadline(
+    axum::extract::State(deadline): axum::extract::State<Deadline>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(deadline.timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            deadline
+                .metrics
+                .webhook_errors
+                .with_label_values(&[deadline.name, "deadline"])
+                .inc();
+            tracing::warn!(webhook = deadline.name, timeout = ?deadline.timeout, "request not complete within its deadline; cut off");
+            (
+                http::StatusCode::REQUEST_TIMEOUT,
+                format!("request not complete within {:?}", deadline.timeout),
+            )
+                .into_response()
+        }
+    }
 }
 
 impl Shared {

@@ -230,6 +230,82 @@ async fn oversized_bodies_get_413() {
 }
 
 #[tokio::test]
+async fn a_body_that_never_finishes_is_cut_off_with_408() {
+    use futures::StreamExt;
+    let metrics = Metrics::new();
+    let options = Options {
+        request_timeout: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let app = app(&metrics, &options, OnFailure::Deny, pod_policy());
+    // One chunk, then silence: a slow or stuck client.
+    let first: Result<Bytes, std::io::Error> = Ok(Bytes::from_static(b"{\"kind\":"));
+    let body =
+        Body::from_stream(futures::stream::iter(vec![first]).chain(futures::stream::pending()));
+    let request = Request::post("/validate")
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(5), app.oneshot(request))
+        .await
+        .expect("answered, not hung")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(
+        metrics
+            .render()
+            .contains("kruise_webhook_errors_total{kind=\"deadline\",webhook=\"test\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn oversized_conversion_reviews_get_413_and_slow_ones_408() {
+    use futures::StreamExt;
+    let metrics = Metrics::new();
+    let options = Options {
+        body_limit: 1024,
+        request_timeout: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let convert: conversion::Converter = Arc::new(|object, _| Ok(object));
+    let app = router(
+        vec![Route::conversion(
+            "/convert",
+            "conv",
+            "things.test.kruise.io",
+            convert,
+        )],
+        &metrics,
+        &options,
+    );
+    let big = vec![b' '; 4096];
+    let response = app
+        .clone()
+        .oneshot(Request::post("/convert").body(Body::from(big)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        metrics
+            .render()
+            .contains("kruise_webhook_errors_total{kind=\"too_large\",webhook=\"conv\"} 1")
+    );
+    let first: Result<Bytes, std::io::Error> = Ok(Bytes::from_static(b"{"));
+    let body =
+        Body::from_stream(futures::stream::iter(vec![first]).chain(futures::stream::pending()));
+    let response = tokio::time::timeout(
+        Duration::from_secs(5),
+        app.oneshot(Request::post("/convert").body(body).unwrap()),
+    )
+    .await
+    .expect("answered, not hung")
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::REQUEST_TIMEOUT);
+}
+
+#[tokio::test]
 async fn huge_pods_within_the_limit_are_decided() {
     let metrics = Metrics::new();
     let app = app(&metrics, &Options::default(), OnFailure::Deny, pod_policy());

@@ -136,6 +136,10 @@ impl Source {
     /// The update of an owned copy: the desired object, with the existing labels,
     /// annotations and finalizers merged in (ours win), the existing ownerReferences
     /// kept beside ours, and the existing resourceVersion (an optimistic write).
+    #[allow(
+        clippy::expect_used,
+        reason = "`desired` always builds metadata.labels and metadata.annotations as objects"
+    )]
     pub fn updated(&self, existing: &Value) -> Value {
         let namespace = existing
             .pointer("/metadata/namespace")

@@ -251,6 +251,10 @@ fn annotations(pod: &Pod) -> BTreeMap<String, String> {
 }
 
 /// The writes of one in-place upgrade (spec 4.3.6, 4.3.8 "Upgrade").
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes maps with string keys without fail"
+)]
 fn upgrade<'a>(w: &World<'a>, pod: &'a Pod) -> PodWrite<'a> {
     let ss = w.ss;
     let name = pods::name(ss);
@@ -336,6 +340,10 @@ fn reset<'a>(w: &World<'a>, pod: &'a Pod) -> PodWrite<'a> {
 
 /// This SidecarSet's `kruise.io/sidecarset-hash` entry now points at the latest spec;
 /// legacy string-form annotations are rewritten in the struct form.
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes maps with string keys without fail"
+)]
 fn refresh_hash(w: &World, pod: &Pod, current: &mut BTreeMap<String, String>) {
     let name = pods::name(w.ss);
     let mut hashes = matching::pod_hashes(pod, keys::SIDECARSET_HASH);
@@ -375,6 +383,10 @@ fn refresh_hash(w: &World, pod: &Pod, current: &mut BTreeMap<String, String>) {
 /// Merges the imageIDs the changed containers run now into this SidecarSet's entry of
 /// `kruise.io/sidecarset-inplace-update-state`: when the imageID moves, the kubelet has
 /// restarted them.
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes maps with string keys without fail"
+)]
 fn record_state(
     w: &World,
     pod: &Pod,
@@ -447,6 +459,10 @@ fn pod_patch(
 
 /// The `SidecarSetUpgradable` condition with this SidecarSet's verdict merged into its
 /// message (a JSON map name → bool); `None` when the Pod already says so.
+#[allow(
+    clippy::expect_used,
+    reason = "serde_json serializes maps with string keys without fail"
+)]
 pub fn upgradable_condition(
     pod: &Pod,
     sidecarset: &str,

@@ -141,6 +141,10 @@ fn specific(
     Ok(allocation)
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the entry is inserted for every subset above"
+)]
 fn min_max(spec: &UnitedDeploymentSpec) -> Result<BTreeMap<String, i32>, AllocationError> {
     let replicas = spec.replicas.unwrap_or(0);
     let mut bounds = Vec::with_capacity(spec.topology.subsets.len());

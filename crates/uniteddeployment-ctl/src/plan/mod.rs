@@ -101,8 +101,9 @@ pub fn kept_workloads<'a>(world: &World<'a>) -> BTreeMap<String, &'a Observed> {
             .cmp(&(&b.meta.creation_timestamp.as_ref().map(|t| t.0), b.name()))
     });
     for w in candidates {
-        kept.entry(w.subset().expect("filtered").to_string())
-            .or_insert(w);
+        if let Some(subset) = w.subset() {
+            kept.entry(subset.to_string()).or_insert(w);
+        }
     }
     kept
 }
@@ -123,8 +124,9 @@ pub fn plan(world: &World<'_>) -> Decision {
             DeleteReason::OtherKind
         } else if !w.subset().is_some_and(|s| in_spec(ud, s)) {
             DeleteReason::SubsetRemoved
-        } else if kept
-            .get(w.subset().expect("checked"))
+        } else if w
+            .subset()
+            .and_then(|s| kept.get(s))
             .is_some_and(|k| k.name() != w.name())
         {
             DeleteReason::Duplicate

@@ -182,6 +182,10 @@ pub fn owner_reference(ud: &UnitedDeployment) -> OwnerReference {
 
 /// The whole workload object of a subset (generateName, labels, annotations, owner,
 /// spec), ready to create; `None` when the UD has no template.
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 pub fn desired(b: &Build<'_>) -> Option<Value> {
     let template = serde_json::to_value(&b.ud.spec.template).ok()?;
     let template = template.get(b.kind.template_key())?;
@@ -248,6 +252,10 @@ pub fn desired(b: &Build<'_>) -> Option<Value> {
 /// labels, annotations, owners and finalizers kept; the subset's labels and annotations
 /// and the whole spec from `desired`. A patch removed from the subset removes its
 /// annotation.
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 pub fn replacement(observed: &ObjectMeta, desired: &Value) -> Value {
     let mut out = desired.clone();
     let meta = object(out.get_mut("metadata").expect("desired has metadata"));
@@ -300,6 +308,10 @@ pub fn subset_selector(selector: &LabelSelector, subset: &str) -> LabelSelector 
 
 /// The subset's `nodeSelectorTerm.matchExpressions` appended to every required term of
 /// the Pod's node affinity, or as the one term when there is none.
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 fn attach_node_affinity(pod_spec: &mut Map<String, Value>, subset: &Subset) {
     let Some(expressions) = subset
         .node_selector_term
@@ -340,6 +352,10 @@ fn attach_node_affinity(pod_spec: &mut Map<String, Value>, subset: &Subset) {
     }
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 fn attach_tolerations(pod_spec: &mut Map<String, Value>, subset: &Subset) {
     if subset.tolerations.is_empty() {
         return;
@@ -354,6 +370,10 @@ fn attach_tolerations(pod_spec: &mut Map<String, Value>, subset: &Subset) {
     }
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 fn object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = json!({});
@@ -361,6 +381,10 @@ fn object(value: &mut Value) -> &mut Map<String, Value> {
     value.as_object_mut().expect("made an object")
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "the JSON is built in this module: the keys and shapes expected were inserted above"
+)]
 fn set_path(map: &mut Map<String, Value>, path: &[&str], value: Value) {
     let (last, parents) = path.split_last().expect("non-empty path");
     let mut current = map;

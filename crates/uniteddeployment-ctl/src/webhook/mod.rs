@@ -125,7 +125,10 @@ fn template_errors(ud: &UnitedDeployment) -> Vec<FieldError> {
             return errors;
         }
     }
-    let kind = WorkloadKind::of(&spec.template).expect("one template");
+    let Some(kind) = WorkloadKind::of(&spec.template) else {
+        errors.push(invalid_template(keys::UD_MSG_NO_TEMPLATE));
+        return errors;
+    };
     let template = serde_json::to_value(&spec.template).unwrap_or_default();
     let template = &template[kind.template_key()];
     let path = format!("spec.template.{}.spec", kind.template_key());
@@ -160,11 +163,11 @@ fn template_errors(ud: &UnitedDeployment) -> Vec<FieldError> {
         }
         WorkloadKind::Deployment => None,
     };
-    if let Some(p) = partition_pointer
-        .and_then(|p| template.pointer(p))
-        .filter(|v| !v.is_null())
+    if let Some((pointer, p)) = partition_pointer
+        .and_then(|pointer| template.pointer(pointer).map(|p| (pointer, p)))
+        .filter(|(_, v)| !v.is_null())
     {
-        let field = partition_pointer.expect("matched").replace('/', ".");
+        let field = pointer.replace('/', ".");
         errors.push(invalid(
             format!("spec.template.{}{field}", kind.template_key()),
             p,

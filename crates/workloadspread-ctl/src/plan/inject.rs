@@ -10,7 +10,10 @@ fn object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = json!({});
     }
-    value.as_object_mut().expect("made an object")
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("made an object above"),
+    }
 }
 
 fn entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Value {
@@ -19,10 +22,10 @@ fn entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Value {
 
 /// Appends `items` to the array at `slot` (made an array when unset).
 fn append(slot: &mut Value, items: impl IntoIterator<Item = Value>) {
-    if !slot.is_array() {
-        *slot = json!([]);
+    match slot {
+        Value::Array(list) => list.extend(items),
+        other => *other = Value::Array(items.into_iter().collect()),
     }
-    slot.as_array_mut().expect("made an array").extend(items);
 }
 
 /// The subset's tolerations, preferred terms, required term and patch, and the
@@ -60,19 +63,19 @@ pub fn inject(pod: &mut Value, subset: &WorkloadSpreadSubset, matched: &InjectWo
                 "requiredDuringSchedulingIgnoredDuringExecution",
             ));
             let terms = entry(required, "nodeSelectorTerms");
-            let has_terms = terms.as_array().is_some_and(|t| !t.is_empty());
-            if has_terms {
-                for existing in terms.as_array_mut().expect("checked") {
-                    let existing = object(existing);
-                    if let Some(e) = term.match_expressions.as_ref().filter(|e| !e.is_empty()) {
-                        append(entry(existing, "matchExpressions"), e.iter().map(to_json));
-                    }
-                    if let Some(f) = term.match_fields.as_ref().filter(|f| !f.is_empty()) {
-                        append(entry(existing, "matchFields"), f.iter().map(to_json));
+            match terms {
+                Value::Array(existing_terms) if !existing_terms.is_empty() => {
+                    for existing in existing_terms {
+                        let existing = object(existing);
+                        if let Some(e) = term.match_expressions.as_ref().filter(|e| !e.is_empty()) {
+                            append(entry(existing, "matchExpressions"), e.iter().map(to_json));
+                        }
+                        if let Some(f) = term.match_fields.as_ref().filter(|f| !f.is_empty()) {
+                            append(entry(existing, "matchFields"), f.iter().map(to_json));
+                        }
                     }
                 }
-            } else {
-                *terms = json!([to_json(term)]);
+                other => *other = json!([to_json(term)]),
             }
         }
     }
@@ -87,10 +90,14 @@ pub fn inject(pod: &mut Value, subset: &WorkloadSpreadSubset, matched: &InjectWo
     let annotations = object(entry(object(entry(object(pod), "metadata")), "annotations"));
     annotations.insert(
         keys::WS_MATCHED.to_string(),
-        Value::String(serde_json::to_string(matched).expect("plain strings serialize")),
+        Value::String(to_json(matched).to_string()),
     );
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "API types and string maps always serialize: no map with non-string keys, no failing Serialize impl"
+)]
 fn to_json<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("API types serialize")
 }

@@ -239,7 +239,9 @@ pub fn plan(w: &World) -> Plan {
             }
             patch.annotations.insert(
                 keys::WS_MATCHED.to_string(),
-                serde_json::to_string(&annotation).expect("strings serialize"),
+                serde_json::to_value(&annotation)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
             );
         }
         placed.push((pod, chosen));
