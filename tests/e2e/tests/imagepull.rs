@@ -1,0 +1,519 @@
+//! Image pre-pulling: `imagepulljob-ctl` (NodeImage per node, ImagePullJob,
+//! ImageListPullJob) and the node agent `daemon-agent` pulling through the CRI.
+//!
+//! - on the real node `real-0` (opt-in like realnode.rs; skipped with a message on a
+//!   cluster without it, a failure under KRUISE_E2E_REAL_NODE=1): one test, so that only
+//!   one agent serves the node: a job pulls a freshly pushed tag of the local registry
+//!   into containerd (listed by the runtime, its imageID in the NodeImage status, the job
+//!   Succeeded and deleted after its TTL); a missing tag fails with the runtime's message
+//!   and failedNodes; a Pod using the pulled image starts without a pull; the node's
+//!   NodeImage, deleted, comes back;
+//! - on the kwok nodes (no runtime): admission; NodeImages for the nodes, a NodeImage of
+//!   no node deleted and a fake one kept; a job without an agent stays active until its
+//!   deadline fails it, and its tag is pruned once the job is gone; an ImageListPullJob's
+//!   children and their aggregated status (the agent's status written by the test).
+
+use std::time::Duration;
+
+use daemon_agent::{AgentConfig, cri::Cri};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kruise_api::apps_v1alpha1::{
+    ImageListPullJob, ImagePullJob, ImagePullPhase, ImageTagStatus, NodeImage,
+};
+use kruise_api::keys;
+use kruise_e2e::{RunningController, TestNamespace, events_in, wait_for};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const REAL_NODE: &str = "real-0";
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn start_controller(ns: &TestNamespace) -> RunningController {
+    let ctl =
+        RunningController::start(imagepulljob_ctl::IDENTITY, &ns.name, "", imagepulljob_ctl::run)
+            .await;
+    // Validation only: wait until the apiserver calls it (a dry-run of an invalid job is
+    // denied with our message).
+    let api: Api<ImagePullJob> = ns.api();
+    let probe: ImagePullJob = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob",
+        "metadata": {"name": "probe"}, "spec": {"image": "nginx:1", "parallelism": "10%"}
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("the apiserver to call the webhook", MINUTE, || async {
+        match api.create(&dry_run, &probe).await {
+            Err(e) if e.to_string().contains("percentage") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    ctl
+}
+
+fn job_yaml(name: &str, image: &str, node: &str, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ImagePullJob
+metadata:
+  name: {name}
+spec:
+  image: {image}
+  parallelism: 10
+  selector:
+    names: [{node}]
+{extra}
+"#
+    )
+}
+
+async fn job_status(ns: &TestNamespace, name: &str) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
+    ns.api::<ImagePullJob>()
+        .get(name)
+        .await
+        .expect("get job")
+        .status
+        .unwrap_or_default()
+}
+
+async fn wait_job(
+    ns: &TestNamespace,
+    name: &str,
+    what: &str,
+    check: impl Fn(&kruise_api::apps_v1alpha1::ImagePullJobStatus) -> bool,
+) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
+    wait_for(&format!("{name}: {what}"), MINUTE, || async {
+        let s = job_status(ns, name).await;
+        if check(&s) { Ok(s) } else { Err(format!("{s:?}")) }
+    })
+    .await
+}
+
+fn tag_status(ni: &NodeImage, name: &str, tag: &str) -> Option<ImageTagStatus> {
+    ni.status
+        .as_ref()?
+        .image_statuses
+        .get(name)?
+        .tags
+        .iter()
+        .find(|t| t.tag == tag)
+        .cloned()
+}
+
+/// Pushes `busybox:1` of the local registry again under `tag` (same repository, so the
+/// blobs are there: a manifest PUT), through curl like node.sh.
+async fn push_tag(registry: &str, tag: &str) {
+    let base = format!("http://{registry}/v2/kruise-rs/busybox/manifests");
+    let file = std::env::temp_dir().join(format!("manifest-{tag}.json"));
+    let (get, put, path) = (format!("{base}/1"), format!("{base}/{tag}"), file.clone());
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new("curl")
+            .args(["-sf", "-o"])
+            .arg(&path)
+            .args([
+                "-w",
+                "%{content_type}",
+                "-H",
+                "Accept: application/vnd.oci.image.manifest.v1+json",
+                "-H",
+                "Accept: application/vnd.docker.distribution.manifest.v2+json",
+                &get,
+            ])
+            .output()
+            .expect("curl");
+        assert!(out.status.success(), "GET {get}");
+        let content_type = String::from_utf8_lossy(&out.stdout).to_string();
+        let status = std::process::Command::new("curl")
+            .args(["-sf", "-X", "PUT", "-H"])
+            .arg(format!("Content-Type: {content_type}"))
+            .arg("--data-binary")
+            .arg(format!("@{}", path.display()))
+            .arg(&put)
+            .status()
+            .expect("curl");
+        assert!(status.success(), "PUT {put}");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_file(file);
+}
+
+/// The real node's registry and containerd socket (node.sh's annotations), or `None`
+/// after saying why.
+async fn real_node() -> Option<(String, String)> {
+    let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
+    let Some(node) = nodes.get_opt(REAL_NODE).await.expect("get node") else {
+        let why = format!("no node {REAL_NODE}: the real node is opt-in (`make up-real`)");
+        if std::env::var("KRUISE_E2E_REAL_NODE").is_ok_and(|v| v == "1") {
+            panic!("{why}");
+        }
+        eprintln!("skipped: {why}");
+        return None;
+    };
+    let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
+    Some((
+        annotation("node.kruise.io/registry"),
+        annotation("node.kruise.io/containerd-socket"),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn real_node_pulls_images_for_jobs() {
+    let Some((registry, socket)) = real_node().await else {
+        return;
+    };
+    let ns = TestNamespace::new("imagepull-real").await;
+    let _ctl = start_controller(&ns).await;
+    let config = AgentConfig {
+        node_name: REAL_NODE.into(),
+        socket: socket.clone().into(),
+        max_concurrent_pulls: None,
+    };
+    let _agent = RunningController::start(daemon_agent::IDENTITY, &ns.name, "", move |rt| {
+        daemon_agent::run_agent(rt, config)
+    })
+    .await;
+    let node_images: Api<NodeImage> = Api::all(ns.client.clone());
+    wait_for("NodeImage real-0", MINUTE, || async {
+        node_images
+            .get_opt(REAL_NODE)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_string())
+    })
+    .await;
+
+    // A tag the runtime has never seen.
+    let tag = format!("prepull-{}", ns.name.rsplit('-').next().unwrap());
+    push_tag(&registry, &tag).await;
+    let name = format!("{registry}/kruise-rs/busybox");
+    let image = format!("{name}:{tag}");
+    let cri = Cri::connect(std::path::Path::new(&socket)).unwrap();
+    assert_eq!(cri.find_image(&image).await.unwrap(), None, "not pulled yet");
+
+    ns.apply(&job_yaml(
+        "job-with-always",
+        &image,
+        REAL_NODE,
+        "  completionPolicy:\n    type: Always\n    activeDeadlineSeconds: 120\n    ttlSecondsAfterFinished: 8\n  pullPolicy:\n    backoffLimit: 3\n    timeoutSeconds: 60",
+    ))
+    .await
+    .unwrap();
+    let status = wait_job(&ns, "job-with-always", "succeeded 1", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!(
+        (status.desired, status.succeeded, status.failed, status.active),
+        (1, 1, 0, 0),
+        "{status:?}"
+    );
+    assert_eq!(status.message, "job has completed");
+    // In containerd now, with the ID the NodeImage reports.
+    let pulled = cri.find_image(&image).await.unwrap().expect("pulled into containerd");
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let pulled_status = tag_status(&ni, &name, &tag).expect("tag status");
+    assert_eq!(pulled_status.phase, ImagePullPhase::Succeeded);
+    assert_eq!(pulled_status.progress, 100);
+    assert_eq!(pulled_status.image_id, format!("{name}@{}", pulled.id));
+    assert!(pulled_status.completion_time.is_some());
+    let events = events_in(&ns, "job-with-always").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == keys::EVENT_PULL_IMAGE_SUCCEED && e.note.contains(&image)),
+        "{events:?}"
+    );
+
+    // A Pod with that image starts without pulling it.
+    ns.apply(&format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: warm
+spec:
+  nodeSelector:
+    node.kruise.io/real: "true"
+  tolerations:
+  - key: node.kruise.io/real
+    operator: Exists
+    effect: NoSchedule
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+"#
+    ))
+    .await
+    .unwrap();
+    wait_for("warm Running", MINUTE, || async {
+        let pod = ns.api::<Pod>().get("warm").await.map_err(|e| e.to_string())?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        if phase.as_deref() == Some("Running") { Ok(()) } else { Err(format!("{phase:?}")) }
+    })
+    .await;
+    let events = events_in(&ns, "warm").await;
+    assert!(
+        events.iter().any(|e| e.reason == "Pulled" && e.note.contains("already present on machine")),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| e.reason == "Pulling"), "{events:?}");
+
+    // A tag the registry does not have: Failed with the runtime's message.
+    let missing = format!("{name}:missing-{tag}");
+    ns.apply(&job_yaml(
+        "missing",
+        &missing,
+        REAL_NODE,
+        "  pullPolicy:\n    backoffLimit: 0\n    timeoutSeconds: 30",
+    ))
+    .await
+    .unwrap();
+    let status = wait_job(&ns, "missing", "failed 1", |s| s.completion_time.is_some()).await;
+    assert_eq!((status.succeeded, status.failed), (0, 1), "{status:?}");
+    assert_eq!(status.failed_nodes, [REAL_NODE]);
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let failed = tag_status(&ni, &name, &format!("missing-{tag}")).expect("tag status");
+    assert_eq!(failed.phase, ImagePullPhase::Failed);
+    assert!(failed.message.contains("not found"), "{}", failed.message);
+
+    // ttlSecondsAfterFinished: 8 deletes the first job.
+    wait_for("job-with-always deleted after its TTL", MINUTE, || async {
+        match ns.api::<ImagePullJob>().get_opt("job-with-always").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|j| j.map(|j| j.status)))),
+        }
+    })
+    .await;
+
+    // The node's NodeImage, deleted, comes back.
+    let uid = ni.uid();
+    node_images
+        .delete(REAL_NODE, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("NodeImage real-0 recreated", MINUTE, || async {
+        match node_images.get_opt(REAL_NODE).await {
+            Ok(Some(n)) if n.uid() != uid => Ok(()),
+            other => Err(format!("{:?}", other.map(|n| n.map(|n| n.uid())))),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_rejects_bad_jobs_naming_the_field() {
+    let ns = TestNamespace::new("imagepull-admission").await;
+    let _ctl = start_controller(&ns).await;
+    let err = ns
+        .apply(&job_yaml(
+            "both",
+            "nginx:1.9.1",
+            "node-1",
+            "    matchLabels:\n      node-type: xxx",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("spec.selector") && err.contains("can not set both names and labelSelector"),
+        "{err}"
+    );
+    let err = ns
+        .apply(&job_yaml(
+            "deadline",
+            "nginx:1.9.1",
+            "node-1",
+            "  completionPolicy:\n    activeDeadlineSeconds: 200\n  pullPolicy:\n    timeoutSeconds: 300",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("completionPolicy.activeDeadlineSeconds must be greater than pullPolicy.timeoutSeconds"),
+        "{err}"
+    );
+    ns.apply(&job_yaml("ok", "nginx:1.9.1", "node-1", "  pullSecrets: [a]"))
+        .await
+        .unwrap();
+    let err = ns
+        .apply(&job_yaml("ok", "nginx:1.9.1", "node-1", "  pullSecrets: [b]"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("spec.pullSecrets is immutable"), "{err}");
+}
+
+/// A NodeImage of no node, labelled fake so the controller keeps it: the test's own
+/// "node" for jobs that must not touch the shared kwok nodes' NodeImages.
+async fn fake_node_image(ns: &TestNamespace, name: &str) -> Api<NodeImage> {
+    let api: Api<NodeImage> = Api::all(ns.client.clone());
+    let ni: NodeImage = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodeImage",
+        "metadata": {"name": name, "labels": {keys::FAKE_NODEIMAGE: "true", "e2e.kruise.io/owner": ns.name}},
+        "spec": {}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &ni).await.unwrap();
+    api
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_images_follow_nodes_and_jobs_without_agent_time_out() {
+    let ns = TestNamespace::new("imagepull-kwok").await;
+    let _ctl = start_controller(&ns).await;
+    let all: Api<NodeImage> = Api::all(ns.client.clone());
+    // Every shared kwok node has its NodeImage, labelled like the node.
+    wait_for("NodeImages of the kwok nodes", MINUTE, || async {
+        let nodes: Api<Node> = Api::all(ns.client.clone());
+        let kwok = nodes
+            .list(&kube::api::ListParams::default().labels("type=kwok"))
+            .await
+            .map_err(|e| e.to_string())?;
+        for node in kwok {
+            let ni = all
+                .get_opt(&node.name_any())
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no NodeImage {}", node.name_any()))?;
+            if ni.labels() != node.labels() {
+                return Err(format!("labels of {}: {:?}", node.name_any(), ni.labels()));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    // A NodeImage of no node goes; a fake one stays.
+    let fake = format!("{}-fake", ns.name);
+    fake_node_image(&ns, &fake).await;
+    let ghost = format!("{}-ghost", ns.name);
+    let ni: NodeImage = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodeImage",
+        "metadata": {"name": ghost}, "spec": {}
+    }))
+    .unwrap();
+    all.create(&PostParams::default(), &ni).await.unwrap();
+    wait_for("the NodeImage of no node deleted", MINUTE, || async {
+        match all.get_opt(&ghost).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|n| n.is_some()))),
+        }
+    })
+    .await;
+
+    // No agent serves the fake node: the job stays active until its deadline.
+    ns.apply(&job_yaml(
+        "no-agent",
+        "nginx:1.9.1",
+        &fake,
+        "  completionPolicy:\n    activeDeadlineSeconds: 4\n  pullPolicy:\n    timeoutSeconds: 2",
+    ))
+    .await
+    .unwrap();
+    let active = wait_job(&ns, "no-agent", "active 1", |s| s.active == 1).await;
+    assert_eq!(active.desired, 1);
+    assert_eq!(active.message, "job is running, progress 0.0%");
+    let ni = all.get(&fake).await.unwrap();
+    let tag = &ni.spec.images["nginx"].tags[0];
+    assert_eq!(tag.tag, "1.9.1");
+    assert_eq!(tag.owner_references[0].name.as_deref(), Some("no-agent"));
+    assert_eq!(
+        tag.pull_policy.as_ref().unwrap().active_deadline_seconds,
+        Some(4)
+    );
+    let failed = wait_job(&ns, "no-agent", "failed by its deadline", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!((failed.failed, failed.active), (1, 0));
+    assert_eq!(failed.message, "job exceeds activeDeadlineSeconds");
+    assert_eq!(failed.failed_nodes, [fake.clone()]);
+    // Gone with its job, the tag is pruned from the NodeImage (the fake one is kept).
+    ns.api::<ImagePullJob>()
+        .delete("no-agent", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the job's tag pruned", MINUTE, || async {
+        let ni = all.get(&fake).await.map_err(|e| e.to_string())?;
+        if ni.spec.images.is_empty() { Ok(()) } else { Err(format!("{:?}", ni.spec)) }
+    })
+    .await;
+    all.delete(&fake, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_list_pull_job_aggregates_its_children() {
+    let ns = TestNamespace::new("imagepull-list").await;
+    let _ctl = start_controller(&ns).await;
+    let fake = format!("{}-fake", ns.name);
+    let node_images = fake_node_image(&ns, &fake).await;
+    ns.apply(&format!(
+        r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ImageListPullJob
+metadata:
+  name: warm-up
+spec:
+  images: [nginx:1.9.1, busybox:1.36]
+  parallelism: 2
+  selector:
+    names: [{fake}]
+  completionPolicy:
+    type: Always
+"#
+    ))
+    .await
+    .unwrap();
+    let children = wait_for("two child ImagePullJobs", MINUTE, || async {
+        let list = ns
+            .api::<ImagePullJob>()
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if list.items.len() == 2 { Ok(list.items) } else { Err(format!("{}", list.items.len())) }
+    })
+    .await;
+    for child in &children {
+        assert!(child.name_any().starts_with("warm-up-"));
+        assert_eq!(child.owner_references()[0].name, "warm-up");
+    }
+    // Both tags written into the node; the test answers as the agent would: nginx
+    // Succeeded, busybox Failed.
+    let ni = wait_for("both tags on the NodeImage", MINUTE, || async {
+        let ni = node_images.get(&fake).await.map_err(|e| e.to_string())?;
+        if ni.spec.images.len() == 2 { Ok(ni) } else { Err(format!("{:?}", ni.spec)) }
+    })
+    .await;
+    let mut status = json!({"desired": 2, "succeeded": 1, "failed": 1, "pulling": 0, "imageStatuses": {}});
+    for (name, image) in &ni.spec.images {
+        let tag = &image.tags[0];
+        let phase = if name == "nginx" { "Succeeded" } else { "Failed" };
+        status["imageStatuses"][name] = json!({"tags": [{
+            "tag": tag.tag, "phase": phase, "version": tag.version,
+            // Now: a completion in the past beyond the tag's TTL gets the tag pruned.
+            "completionTime": jiff::Timestamp::now().to_string(),
+        }]});
+    }
+    node_images
+        .patch_status(&fake, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+        .await
+        .unwrap();
+    let lists: Api<ImageListPullJob> = ns.api();
+    let done = wait_for("warm-up completed", MINUTE, || async {
+        let l = lists.get("warm-up").await.map_err(|e| e.to_string())?;
+        match l.status {
+            Some(s) if s.completion_time.is_some() => Ok(s),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!((done.desired, done.completed, done.succeeded), (2, 2, 1));
+    assert_eq!(done.failed_image_statuses.len(), 1);
+    assert_eq!(done.failed_image_statuses[0].name, "busybox:1.36");
+    assert!(done.failed_image_statuses[0].message.starts_with("Please check for details"));
+    node_images.delete(&fake, &DeleteParams::default()).await.unwrap();
+}
