@@ -97,9 +97,8 @@ impl AgentConfig {
 
 /// `main`'s entry: the configuration from the process's flags and environment.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
-    let config = AgentConfig::from_args_and_env(std::env::args().skip(1), |k| {
-        std::env::var(k).ok()
-    })?;
+    let config =
+        AgentConfig::from_args_and_env(std::env::args().skip(1), |k| std::env::var(k).ok())?;
     run_agent(runtime, config).await
 }
 
@@ -239,7 +238,11 @@ mod tests {
     use super::*;
 
     fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]

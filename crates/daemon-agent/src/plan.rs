@@ -77,7 +77,9 @@ pub fn tasks(spec: &NodeImageSpec) -> Vec<PullTask> {
                 let policy = t.pull_policy.clone().unwrap_or_default();
                 let deadline = policy.active_deadline_seconds.and_then(|secs| {
                     let created = t.created_at.as_ref()?.0;
-                    created.checked_add(jiff::SignedDuration::from_secs(secs)).ok()
+                    created
+                        .checked_add(jiff::SignedDuration::from_secs(secs))
+                        .ok()
                 });
                 PullTask {
                     name: name.clone(),
@@ -132,7 +134,8 @@ pub fn status(
             tags.push(state.clone());
         }
         if !tags.is_empty() {
-            out.image_statuses.insert(name.clone(), ImageStatus { tags });
+            out.image_statuses
+                .insert(name.clone(), ImageStatus { tags });
         }
     }
     out
@@ -227,10 +230,7 @@ mod tests {
         assert_eq!(task.version, 2);
         assert_eq!(task.timeout, Duration::from_secs(300));
         assert_eq!(task.backoff_limit, 1);
-        assert_eq!(
-            task.deadline,
-            Some("2024-01-01T00:20:00Z".parse().unwrap())
-        );
+        assert_eq!(task.deadline, Some("2024-01-01T00:20:00Z".parse().unwrap()));
         assert_eq!(task.image_pull_policy, ImagePullPolicy::Always);
         assert_eq!(task.pull_secrets[0].name, "s");
     }
@@ -280,7 +280,10 @@ mod tests {
         assert!(!out.image_statuses.contains_key("gone"));
         assert!(!out.image_statuses.contains_key("busybox"));
         assert_eq!(out.image_statuses["nginx"].tags.len(), 2);
-        assert!(!needs_pull(&tasks(&s)[2], &out), "nginx:2 failed for its version");
+        assert!(
+            !needs_pull(&tasks(&s)[2], &out),
+            "nginx:2 failed for its version"
+        );
         assert!(needs_pull(&tasks(&s)[1], &out), "nginx:1 is still pulling");
         assert!(needs_pull(&tasks(&s)[0], &out), "busybox:x never started");
     }

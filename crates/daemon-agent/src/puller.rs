@@ -56,7 +56,9 @@ impl Puller {
             node_image,
             states: Arc::default(),
             changed: Arc::default(),
-            limit: limit.filter(|n| *n > 0).map(|n| Arc::new(Semaphore::new(n))),
+            limit: limit
+                .filter(|n| *n > 0)
+                .map(|n| Arc::new(Semaphore::new(n))),
             workers: Mutex::default(),
         })
     }

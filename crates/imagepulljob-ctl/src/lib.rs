@@ -108,7 +108,11 @@ fn unfinished_jobs(
 ) -> Vec<ObjectRef<ImagePullJob>> {
     jobs.state()
         .into_iter()
-        .filter(|j| !j.status.as_ref().is_some_and(|s| s.completion_time.is_some()))
+        .filter(|j| {
+            !j.status
+                .as_ref()
+                .is_some_and(|s| s.completion_time.is_some())
+        })
         .filter(|j| !pod_selector_only || j.spec.template.pod_selector.is_some())
         .map(|j| ObjectRef::from_obj(j.as_ref()))
         .collect()

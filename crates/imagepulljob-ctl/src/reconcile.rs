@@ -108,9 +108,9 @@ async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
             "data": source.data,
         });
         if existing.is_some() {
-            let unchanged = existing.as_ref().is_some_and(|e| {
-                e.data == source.data && references(e) == refs
-            });
+            let unchanged = existing
+                .as_ref()
+                .is_some_and(|e| e.data == source.data && references(e) == refs);
             if !unchanged {
                 copies
                     .patch(&target.name, &PatchParams::default(), &Patch::Merge(&body))
@@ -181,7 +181,8 @@ async fn set_finalizer(api: &Api<ImagePullJob>, j: &ImagePullJob, on: bool) -> R
     } else {
         finalizers.retain(|f| f != keys::IMAGEPULLJOB_PROTECTION_FINALIZER);
     }
-    let body = json!({"metadata": {"resourceVersion": j.resource_version(), "finalizers": finalizers}});
+    let body =
+        json!({"metadata": {"resourceVersion": j.resource_version(), "finalizers": finalizers}});
     match api
         .patch(&j.name_any(), &PatchParams::default(), &Patch::Merge(&body))
         .await
@@ -201,7 +202,10 @@ pub async fn reconcile_job(j: Arc<ImagePullJob>, ctx: Arc<Context>) -> Result<Ac
         set_finalizer(&api, &j, false).await?;
         return Ok(Action::await_change());
     }
-    let finished = j.status.as_ref().is_some_and(|s| s.completion_time.is_some());
+    let finished = j
+        .status
+        .as_ref()
+        .is_some_and(|s| s.completion_time.is_some());
     if !finished {
         set_finalizer(&api, &j, true).await?;
     }
@@ -211,8 +215,8 @@ pub async fn reconcile_job(j: Arc<ImagePullJob>, ctx: Arc<Context>) -> Result<Ac
     } else {
         Vec::new()
     };
-    let always = j.spec.template.completion_policy.policy_type()
-        == ImagePullJobCompletionPolicyType::Always;
+    let always =
+        j.spec.template.completion_policy.policy_type() == ImagePullJobCompletionPolicyType::Always;
     let jitter = {
         let mut rng = rand::rng();
         if always {
@@ -311,11 +315,9 @@ pub async fn reconcile_list(l: Arc<ImageListPullJob>, ctx: Arc<Context>) -> Resu
     if l.status.as_ref() != Some(&plan.status) {
         apply_status(&api, &l, &plan.status, CONTROLLER_NAME).await?;
     }
-    Ok(plan
-        .requeue_after
-        .map_or_else(Action::await_change, |d| {
-            Action::requeue(d + Duration::from_millis(100))
-        }))
+    Ok(plan.requeue_after.map_or_else(Action::await_change, |d| {
+        Action::requeue(d + Duration::from_millis(100))
+    }))
 }
 
 /// One pass over every Node and NodeImage: create, relabel and delete NodeImages, and
@@ -411,7 +413,11 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
             }
         }
         match api
-            .patch(&ni.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+            .patch(
+                &ni.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
             .await
         {
             Ok(_) => tracing::info!(node = %ni.name_any(), "NodeImage pruned"),

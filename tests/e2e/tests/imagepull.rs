@@ -30,9 +30,13 @@ const REAL_NODE: &str = "real-0";
 const MINUTE: Duration = Duration::from_secs(60);
 
 async fn start_controller(ns: &TestNamespace) -> RunningController {
-    let ctl =
-        RunningController::start(imagepulljob_ctl::IDENTITY, &ns.name, "", imagepulljob_ctl::run)
-            .await;
+    let ctl = RunningController::start(
+        imagepulljob_ctl::IDENTITY,
+        &ns.name,
+        "",
+        imagepulljob_ctl::run,
+    )
+    .await;
     // Validation only: wait until the apiserver calls it (a dry-run of an invalid job is
     // denied with our message).
     let api: Api<ImagePullJob> = ns.api();
@@ -72,7 +76,10 @@ spec:
     )
 }
 
-async fn job_status(ns: &TestNamespace, name: &str) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
+async fn job_status(
+    ns: &TestNamespace,
+    name: &str,
+) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
     ns.api::<ImagePullJob>()
         .get(name)
         .await
@@ -89,7 +96,11 @@ async fn wait_job(
 ) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
     wait_for(&format!("{name}: {what}"), MINUTE, || async {
         let s = job_status(ns, name).await;
-        if check(&s) { Ok(s) } else { Err(format!("{s:?}")) }
+        if check(&s) {
+            Ok(s)
+        } else {
+            Err(format!("{s:?}"))
+        }
     })
     .await
 }
@@ -194,7 +205,11 @@ async fn real_node_pulls_images_for_jobs() {
     let name = format!("{registry}/kruise-rs/busybox");
     let image = format!("{name}:{tag}");
     let cri = Cri::connect(std::path::Path::new(&socket)).unwrap();
-    assert_eq!(cri.find_image(&image).await.unwrap(), None, "not pulled yet");
+    assert_eq!(
+        cri.find_image(&image).await.unwrap(),
+        None,
+        "not pulled yet"
+    );
 
     ns.apply(&job_yaml(
         "job-with-always",
@@ -209,13 +224,22 @@ async fn real_node_pulls_images_for_jobs() {
     })
     .await;
     assert_eq!(
-        (status.desired, status.succeeded, status.failed, status.active),
+        (
+            status.desired,
+            status.succeeded,
+            status.failed,
+            status.active
+        ),
         (1, 1, 0, 0),
         "{status:?}"
     );
     assert_eq!(status.message, "job has completed");
     // In containerd now, with the ID the NodeImage reports.
-    let pulled = cri.find_image(&image).await.unwrap().expect("pulled into containerd");
+    let pulled = cri
+        .find_image(&image)
+        .await
+        .unwrap()
+        .expect("pulled into containerd");
     let ni = node_images.get(REAL_NODE).await.unwrap();
     let pulled_status = tag_status(&ni, &name, &tag).expect("tag status");
     assert_eq!(pulled_status.phase, ImagePullPhase::Succeeded);
@@ -254,14 +278,24 @@ spec:
     .await
     .unwrap();
     wait_for("warm Running", MINUTE, || async {
-        let pod = ns.api::<Pod>().get("warm").await.map_err(|e| e.to_string())?;
+        let pod = ns
+            .api::<Pod>()
+            .get("warm")
+            .await
+            .map_err(|e| e.to_string())?;
         let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
-        if phase.as_deref() == Some("Running") { Ok(()) } else { Err(format!("{phase:?}")) }
+        if phase.as_deref() == Some("Running") {
+            Ok(())
+        } else {
+            Err(format!("{phase:?}"))
+        }
     })
     .await;
     let events = events_in(&ns, "warm").await;
     assert!(
-        events.iter().any(|e| e.reason == "Pulled" && e.note.contains("already present on machine")),
+        events
+            .iter()
+            .any(|e| e.reason == "Pulled" && e.note.contains("already present on machine")),
         "{events:?}"
     );
     assert!(!events.iter().any(|e| e.reason == "Pulling"), "{events:?}");
@@ -335,14 +369,26 @@ async fn admission_rejects_bad_jobs_naming_the_field() {
         .await
         .unwrap_err();
     assert!(
-        err.contains("completionPolicy.activeDeadlineSeconds must be greater than pullPolicy.timeoutSeconds"),
+        err.contains(
+            "completionPolicy.activeDeadlineSeconds must be greater than pullPolicy.timeoutSeconds"
+        ),
         "{err}"
     );
-    ns.apply(&job_yaml("ok", "nginx:1.9.1", "node-1", "  pullSecrets: [a]"))
-        .await
-        .unwrap();
+    ns.apply(&job_yaml(
+        "ok",
+        "nginx:1.9.1",
+        "node-1",
+        "  pullSecrets: [a]",
+    ))
+    .await
+    .unwrap();
     let err = ns
-        .apply(&job_yaml("ok", "nginx:1.9.1", "node-1", "  pullSecrets: [b]"))
+        .apply(&job_yaml(
+            "ok",
+            "nginx:1.9.1",
+            "node-1",
+            "  pullSecrets: [b]",
+        ))
         .await
         .unwrap_err();
     assert!(err.contains("spec.pullSecrets is immutable"), "{err}");
@@ -439,7 +485,11 @@ async fn node_images_follow_nodes_and_jobs_without_agent_time_out() {
         .unwrap();
     wait_for("the job's tag pruned", MINUTE, || async {
         let ni = all.get(&fake).await.map_err(|e| e.to_string())?;
-        if ni.spec.images.is_empty() { Ok(()) } else { Err(format!("{:?}", ni.spec)) }
+        if ni.spec.images.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{:?}", ni.spec))
+        }
     })
     .await;
     all.delete(&fake, &DeleteParams::default()).await.unwrap();
@@ -474,7 +524,11 @@ spec:
             .list(&Default::default())
             .await
             .map_err(|e| e.to_string())?;
-        if list.items.len() == 2 { Ok(list.items) } else { Err(format!("{}", list.items.len())) }
+        if list.items.len() == 2 {
+            Ok(list.items)
+        } else {
+            Err(format!("{}", list.items.len()))
+        }
     })
     .await;
     for child in &children {
@@ -485,13 +539,22 @@ spec:
     // Succeeded, busybox Failed.
     let ni = wait_for("both tags on the NodeImage", MINUTE, || async {
         let ni = node_images.get(&fake).await.map_err(|e| e.to_string())?;
-        if ni.spec.images.len() == 2 { Ok(ni) } else { Err(format!("{:?}", ni.spec)) }
+        if ni.spec.images.len() == 2 {
+            Ok(ni)
+        } else {
+            Err(format!("{:?}", ni.spec))
+        }
     })
     .await;
-    let mut status = json!({"desired": 2, "succeeded": 1, "failed": 1, "pulling": 0, "imageStatuses": {}});
+    let mut status =
+        json!({"desired": 2, "succeeded": 1, "failed": 1, "pulling": 0, "imageStatuses": {}});
     for (name, image) in &ni.spec.images {
         let tag = &image.tags[0];
-        let phase = if name == "nginx" { "Succeeded" } else { "Failed" };
+        let phase = if name == "nginx" {
+            "Succeeded"
+        } else {
+            "Failed"
+        };
         status["imageStatuses"][name] = json!({"tags": [{
             "tag": tag.tag, "phase": phase, "version": tag.version,
             // Now: a completion in the past beyond the tag's TTL gets the tag pruned.
@@ -499,7 +562,11 @@ spec:
         }]});
     }
     node_images
-        .patch_status(&fake, &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+        .patch_status(
+            &fake,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
         .await
         .unwrap();
     let lists: Api<ImageListPullJob> = ns.api();
@@ -514,6 +581,13 @@ spec:
     assert_eq!((done.desired, done.completed, done.succeeded), (2, 2, 1));
     assert_eq!(done.failed_image_statuses.len(), 1);
     assert_eq!(done.failed_image_statuses[0].name, "busybox:1.36");
-    assert!(done.failed_image_statuses[0].message.starts_with("Please check for details"));
-    node_images.delete(&fake, &DeleteParams::default()).await.unwrap();
+    assert!(
+        done.failed_image_statuses[0]
+            .message
+            .starts_with("Please check for details")
+    );
+    node_images
+        .delete(&fake, &DeleteParams::default())
+        .await
+        .unwrap();
 }

@@ -136,7 +136,11 @@ pub fn node_state(
         .status
         .as_ref()
         .and_then(|s| s.image_statuses.get(name))
-        .and_then(|s| s.tags.iter().find(|t| t.tag == tag && t.version == spec.version));
+        .and_then(|s| {
+            s.tags
+                .iter()
+                .find(|t| t.tag == tag && t.version == spec.version)
+        });
     match status.map(|s| s.phase) {
         Some(kruise_api::apps_v1alpha1::ImagePullPhase::Succeeded) => NodeState::Succeeded,
         Some(kruise_api::apps_v1alpha1::ImagePullPhase::Failed) => NodeState::Failed,
@@ -195,7 +199,8 @@ fn seconds_until(at: Timestamp, now: Timestamp) -> Duration {
 pub fn plan(world: &JobWorld) -> JobPlan {
     let job = world.job;
     let template = &job.spec.template;
-    let always = template.completion_policy.policy_type() == ImagePullJobCompletionPolicyType::Always;
+    let always =
+        template.completion_policy.policy_type() == ImagePullJobCompletionPolicyType::Always;
     let previous = job.status.clone().unwrap_or_default();
     let now = world.now;
     if let Some(done) = previous.completion_time.as_ref().map(|t| t.0) {
@@ -368,7 +373,13 @@ pub fn write_tag(
             .status
             .as_ref()
             .and_then(|s| s.image_statuses.get(name))
-            .and_then(|s| s.tags.iter().filter(|t| t.tag == tag).map(|t| t.version).max());
+            .and_then(|s| {
+                s.tags
+                    .iter()
+                    .filter(|t| t.tag == tag)
+                    .map(|t| t.version)
+                    .max()
+            });
         let pull = template.pull_policy.clone().unwrap_or_default();
         image.tags.push(ImageTagSpec {
             tag: tag.to_string(),

@@ -39,7 +39,11 @@ pub fn ready_since(node: &Node) -> Option<Timestamp> {
         .as_ref()?
         .iter()
         .find(|c| c.type_ == "Ready" && c.status == "True")
-        .map(|c| c.last_transition_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0))
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+        })
 }
 
 /// The lifecycle changes, and how soon to look again for a node not Ready long enough.

@@ -3,7 +3,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus, ObjectReference, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeStatus, ObjectReference, Pod, PodSpec, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::*;
@@ -136,8 +138,14 @@ fn world<'a>(j: &'a ImagePullJob, targets: Vec<&'a NodeImage>) -> JobWorld<'a> {
 
 #[test]
 fn images_split_into_name_and_tag() {
-    assert_eq!(job::split_image("nginx:1.9.1"), Some(("nginx".into(), "1.9.1".into())));
-    assert_eq!(job::split_image("nginx"), Some(("nginx".into(), "latest".into())));
+    assert_eq!(
+        job::split_image("nginx:1.9.1"),
+        Some(("nginx".into(), "1.9.1".into()))
+    );
+    assert_eq!(
+        job::split_image("nginx"),
+        Some(("nginx".into(), "latest".into()))
+    );
     assert_eq!(
         job::split_image("127.0.0.1:15000/kruise-rs/busybox:1"),
         Some(("127.0.0.1:15000/kruise-rs/busybox".into(), "1".into()))
@@ -156,22 +164,67 @@ fn node_states_of_openkruise_cases() {
     let base = node_image("n", &[]);
     let s = secrets(&["s"]);
     // Synced and succeeded for its version.
-    let ok = with_tag(base.clone(), &[UID], 1, &["s"], Some((ImagePullPhase::Succeeded, 1)));
-    assert_eq!(job::node_state(&ok, "nginx", "1.9.1", UID, &s), NodeState::Succeeded);
+    let ok = with_tag(
+        base.clone(),
+        &[UID],
+        1,
+        &["s"],
+        Some((ImagePullPhase::Succeeded, 1)),
+    );
+    assert_eq!(
+        job::node_state(&ok, "nginx", "1.9.1", UID, &s),
+        NodeState::Succeeded
+    );
     // Tag of another version: the status is an old run's.
-    let other = with_tag(base.clone(), &[UID], 2, &["s"], Some((ImagePullPhase::Succeeded, 1)));
-    assert_eq!(job::node_state(&other, "nginx", "1.9.1", UID, &s), NodeState::Active);
+    let other = with_tag(
+        base.clone(),
+        &[UID],
+        2,
+        &["s"],
+        Some((ImagePullPhase::Succeeded, 1)),
+    );
+    assert_eq!(
+        job::node_state(&other, "nginx", "1.9.1", UID, &s),
+        NodeState::Active
+    );
     // Tag just patched, no status yet.
     let fresh = with_tag(base.clone(), &[UID], 0, &["s"], None);
-    assert_eq!(job::node_state(&fresh, "nginx", "1.9.1", UID, &s), NodeState::Active);
+    assert_eq!(
+        job::node_state(&fresh, "nginx", "1.9.1", UID, &s),
+        NodeState::Active
+    );
     // Missing owner ref, missing secret: not synced, counted nowhere.
-    let foreign = with_tag(base.clone(), &["other"], 1, &["s"], Some((ImagePullPhase::Succeeded, 1)));
-    assert_eq!(job::node_state(&foreign, "nginx", "1.9.1", UID, &s), NodeState::NotSynced);
-    let no_secret = with_tag(base.clone(), &[UID], 1, &[], Some((ImagePullPhase::Succeeded, 1)));
-    assert_eq!(job::node_state(&no_secret, "nginx", "1.9.1", UID, &s), NodeState::NotSynced);
-    assert_eq!(job::node_state(&base, "nginx", "1.9.1", UID, &s), NodeState::NotSynced);
+    let foreign = with_tag(
+        base.clone(),
+        &["other"],
+        1,
+        &["s"],
+        Some((ImagePullPhase::Succeeded, 1)),
+    );
+    assert_eq!(
+        job::node_state(&foreign, "nginx", "1.9.1", UID, &s),
+        NodeState::NotSynced
+    );
+    let no_secret = with_tag(
+        base.clone(),
+        &[UID],
+        1,
+        &[],
+        Some((ImagePullPhase::Succeeded, 1)),
+    );
+    assert_eq!(
+        job::node_state(&no_secret, "nginx", "1.9.1", UID, &s),
+        NodeState::NotSynced
+    );
+    assert_eq!(
+        job::node_state(&base, "nginx", "1.9.1", UID, &s),
+        NodeState::NotSynced
+    );
     let failed = with_tag(base, &[UID], 1, &["s"], Some((ImagePullPhase::Failed, 1)));
-    assert_eq!(job::node_state(&failed, "nginx", "1.9.1", UID, &s), NodeState::Failed);
+    assert_eq!(
+        job::node_state(&failed, "nginx", "1.9.1", UID, &s),
+        NodeState::Failed
+    );
 }
 
 #[test]
@@ -181,14 +234,21 @@ fn targets_by_names_labels_pods_or_all() {
         .enumerate()
         .map(|(i, n)| Arc::new(node_image(n, &[("zone", if i == 0 { "a" } else { "b" })])))
         .collect();
-    let names = |t: Vec<&NodeImage>| t.iter().map(|n| n.metadata.name.clone().unwrap()).collect::<Vec<_>>();
+    let names = |t: Vec<&NodeImage>| {
+        t.iter()
+            .map(|n| n.metadata.name.clone().unwrap())
+            .collect::<Vec<_>>()
+    };
     let by_names = pull_job(|s| {
         s.template.selector = Some(ImagePullJobNodeSelector {
             names: vec!["node-2".into(), "missing".into(), "node-1".into()],
             ..Default::default()
         })
     });
-    assert_eq!(names(job::targets(&by_names, &nis, &[])), ["node-1", "node-2"]);
+    assert_eq!(
+        names(job::targets(&by_names, &nis, &[])),
+        ["node-1", "node-2"]
+    );
     let by_labels = pull_job(|s| {
         s.template.selector = Some(ImagePullJobNodeSelector {
             names: vec![],
@@ -198,7 +258,10 @@ fn targets_by_names_labels_pods_or_all() {
             },
         })
     });
-    assert_eq!(names(job::targets(&by_labels, &nis, &[])), ["node-2", "node-3"]);
+    assert_eq!(
+        names(job::targets(&by_labels, &nis, &[])),
+        ["node-2", "node-3"]
+    );
     assert_eq!(names(job::targets(&pull_job(|_| {}), &nis, &[])).len(), 3);
     let pod = |name: &str, node: &str, label: &str, phase: &str| {
         Arc::new(Pod {
@@ -281,14 +344,24 @@ fn parallelism_limits_writes_by_active_nodes() {
     assert_eq!(plan.status.active, 1);
     assert_eq!(plan.writes.len(), 1, "2 - 1 active");
     let paused = pull_job(|s| s.template.parallelism = Some(IntOrString::String("0".into())));
-    assert!(job::plan(&world(&paused, others.iter().collect())).writes.is_empty());
+    assert!(
+        job::plan(&world(&paused, others.iter().collect()))
+            .writes
+            .is_empty()
+    );
     assert_eq!(job::parallelism(&pull_job(|_| {})), 1);
 }
 
 #[test]
 fn existing_tag_gets_the_owner_and_a_new_version() {
     let j = pull_job(|_| {});
-    let ni = with_tag(node_image("a", &[]), &["other"], 3, &[], Some((ImagePullPhase::Succeeded, 3)));
+    let ni = with_tag(
+        node_image("a", &[]),
+        &["other"],
+        3,
+        &[],
+        Some((ImagePullPhase::Succeeded, 3)),
+    );
     let entry = job::write_tag(&ni, &j, "nginx", "1.9.1", &[], now(), 300, None);
     assert_eq!(entry.tags.len(), 1);
     assert_eq!(entry.tags[0].version, 4);
@@ -305,8 +378,20 @@ fn completion_when_all_finished_and_ttl_deletes_later() {
     let mut j = pull_job(|s| {
         s.template.completion_policy.ttl_seconds_after_finished = Some(300);
     });
-    let a = with_tag(node_image("a", &[]), &[UID], 0, &[], Some((ImagePullPhase::Succeeded, 0)));
-    let b = with_tag(node_image("b", &[]), &[UID], 0, &[], Some((ImagePullPhase::Failed, 0)));
+    let a = with_tag(
+        node_image("a", &[]),
+        &[UID],
+        0,
+        &[],
+        Some((ImagePullPhase::Succeeded, 0)),
+    );
+    let b = with_tag(
+        node_image("b", &[]),
+        &[UID],
+        0,
+        &[],
+        Some((ImagePullPhase::Failed, 0)),
+    );
     let plan = job::plan(&world(&j, vec![&a, &b]));
     assert!(plan.finished);
     assert_eq!(plan.status.message, job::MESSAGE_COMPLETED);
@@ -331,13 +416,26 @@ fn deadline_fails_the_unfinished_nodes() {
         start_time: Some(Time(now() - SignedDuration::from_secs(61))),
         ..Default::default()
     });
-    let done = with_tag(node_image("a", &[]), &[UID], 0, &[], Some((ImagePullPhase::Succeeded, 0)));
+    let done = with_tag(
+        node_image("a", &[]),
+        &[UID],
+        0,
+        &[],
+        Some((ImagePullPhase::Succeeded, 0)),
+    );
     let active = with_tag(node_image("b", &[]), &[UID], 0, &[], None);
     let unsynced = node_image("c", &[]);
     let plan = job::plan(&world(&j, vec![&done, &active, &unsynced]));
     assert!(plan.finished && plan.writes.is_empty());
     assert_eq!(plan.status.message, job::MESSAGE_DEADLINE);
-    assert_eq!((plan.status.succeeded, plan.status.failed, plan.status.active), (1, 2, 0));
+    assert_eq!(
+        (
+            plan.status.succeeded,
+            plan.status.failed,
+            plan.status.active
+        ),
+        (1, 2, 0)
+    );
     assert_eq!(plan.status.failed_nodes, ["b", "c"]);
 }
 
@@ -346,7 +444,13 @@ fn never_jobs_never_complete_and_rewarm_daily() {
     let j = pull_job(|s| {
         s.template.completion_policy.type_ = Some(ImagePullJobCompletionPolicyType::Never);
     });
-    let a = with_tag(node_image("a", &[]), &[UID], 0, &[], Some((ImagePullPhase::Succeeded, 0)));
+    let a = with_tag(
+        node_image("a", &[]),
+        &[UID],
+        0,
+        &[],
+        Some((ImagePullPhase::Succeeded, 0)),
+    );
     let plan = job::plan(&world(&j, vec![&a]));
     assert!(!plan.finished);
     assert_eq!(plan.status.message, "job is running, progress 100.0%");
@@ -377,7 +481,10 @@ fn node(name: &str, ready_since: Option<Timestamp>) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some(BTreeMap::from([("kubernetes.io/hostname".into(), name.into())])),
+            labels: Some(BTreeMap::from([(
+                "kubernetes.io/hostname".into(),
+                name.into(),
+            )])),
             ..Default::default()
         },
         spec: None,
@@ -424,10 +531,16 @@ fn node_images_follow_nodes() {
                 name: "master1".into(),
                 labels: BTreeMap::from([("kubernetes.io/hostname".into(), "master1".into())]),
             },
-            nodeimage::Lifecycle::Delete { name: "gone".into() },
+            nodeimage::Lifecycle::Delete {
+                name: "gone".into()
+            },
         ]
     );
-    assert_eq!(again, Some(Duration::from_secs(20)), "node2 is Ready for 10s of 30s");
+    assert_eq!(
+        again,
+        Some(Duration::from_secs(20)),
+        "node2 is Ready for 10s of 30s"
+    );
 }
 
 #[test]
@@ -509,13 +622,27 @@ fn pruning_follows_owners_and_ttl() {
     };
     let (pruned, again) = nodeimage::prune(&ni, &w);
     let pruned = pruned.expect("changed");
-    let tags: Vec<&str> = pruned.images["nginx"].tags.iter().map(|t| t.tag.as_str()).collect();
-    assert_eq!(tags, ["live", "no-owner", "other-kind", "other-ns", "expiring"]);
-    assert!(!pruned.images.contains_key("busybox"), "an image left without tags goes");
+    let tags: Vec<&str> = pruned.images["nginx"]
+        .tags
+        .iter()
+        .map(|t| t.tag.as_str())
+        .collect();
+    assert_eq!(
+        tags,
+        ["live", "no-owner", "other-kind", "other-ns", "expiring"]
+    );
+    assert!(
+        !pruned.images.contains_key("busybox"),
+        "an image left without tags goes"
+    );
     assert_eq!(again, Some(Duration::from_secs(300)));
     let mut clean = ni.clone();
     clean.spec = pruned;
-    assert_eq!(nodeimage::prune(&clean, &w).0, None, "pruning is idempotent");
+    assert_eq!(
+        nodeimage::prune(&clean, &w).0,
+        None,
+        "pruning is idempotent"
+    );
 }
 
 fn list_job(images: &[&str]) -> ImageListPullJob {
@@ -541,7 +668,10 @@ fn list_creates_children_and_aggregates() {
     assert_eq!(plan.create.len(), 2);
     let child = &plan.create[0];
     assert_eq!(child.metadata.generate_name.as_deref(), Some("warm-up-"));
-    assert_eq!(child.metadata.owner_references.as_ref().unwrap()[0].uid, "list-uid");
+    assert_eq!(
+        child.metadata.owner_references.as_ref().unwrap()[0].uid,
+        "list-uid"
+    );
     let hash = list::template_hash(&l.spec.template);
     let named = |mut j: ImagePullJob, name: &str, s: ImagePullJobStatus| {
         j.metadata.name = Some(name.into());
@@ -551,17 +681,29 @@ fn list_creates_children_and_aggregates() {
     let ok = named(
         list::child(&l, "nginx:1", &hash),
         "warm-up-a",
-        ImagePullJobStatus { desired: 2, succeeded: 2, ..Default::default() },
+        ImagePullJobStatus {
+            desired: 2,
+            succeeded: 2,
+            ..Default::default()
+        },
     );
     let failed = named(
         list::child(&l, "busybox:1", &hash),
         "warm-up-b",
-        ImagePullJobStatus { desired: 2, succeeded: 1, failed: 1, ..Default::default() },
+        ImagePullJobStatus {
+            desired: 2,
+            succeeded: 1,
+            failed: 1,
+            ..Default::default()
+        },
     );
     let plan = list::plan(&l, &[&ok, &failed], now());
     assert!(plan.create.is_empty() && plan.delete.is_empty());
     let s = &plan.status;
-    assert_eq!((s.desired, s.completed, s.succeeded, s.active), (2, 2, 1, 0));
+    assert_eq!(
+        (s.desired, s.completed, s.succeeded, s.active),
+        (2, 2, 1, 0)
+    );
     assert!(s.completion_time.is_some());
     assert_eq!(
         s.failed_image_statuses[0].message,

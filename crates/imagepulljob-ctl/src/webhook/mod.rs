@@ -40,9 +40,10 @@ pub fn template_errors(spec: &Value) -> Vec<FieldError> {
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let has_labels = ["matchLabels", "matchExpressions"].iter().any(|k| {
-            selector
-                .get(*k)
-                .is_some_and(|v| v.as_object().is_some_and(|o| !o.is_empty()) || v.as_array().is_some_and(|a| !a.is_empty()))
+            selector.get(*k).is_some_and(|v| {
+                v.as_object().is_some_and(|o| !o.is_empty())
+                    || v.as_array().is_some_and(|a| !a.is_empty())
+            })
         });
         if !names.is_empty() && has_labels {
             errors.push(invalid_detail(
@@ -71,7 +72,9 @@ pub fn template_errors(spec: &Value) -> Vec<FieldError> {
                 "parallelism does not support percentage value",
             )),
             Value::String(s) if s.trim().parse::<i32>().is_ok_and(|n| n >= 0) => {}
-            Value::Number(n) if n.as_i64().is_some_and(|n| (0..=i32::MAX as i64).contains(&n)) => {}
+            Value::Number(n)
+                if n.as_i64()
+                    .is_some_and(|n| (0..=i32::MAX as i64).contains(&n)) => {}
             other => errors.push(invalid(
                 "spec.parallelism",
                 other,
@@ -163,10 +166,23 @@ pub fn validate_job(object: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = image_errors("spec.image", spec.get("image"));
     errors.extend(template_errors(&spec));
     if let Some(old) = old {
-        let secrets = |o: &Value| o.pointer("/spec/pullSecrets").cloned().unwrap_or(Value::Null);
-        let norm = |v: Value| if v == Value::Array(vec![]) { Value::Null } else { v };
+        let secrets = |o: &Value| {
+            o.pointer("/spec/pullSecrets")
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let norm = |v: Value| {
+            if v == Value::Array(vec![]) {
+                Value::Null
+            } else {
+                v
+            }
+        };
         if norm(secrets(object)) != norm(secrets(old)) {
-            errors.push(forbidden("spec.pullSecrets", "spec.pullSecrets is immutable"));
+            errors.push(forbidden(
+                "spec.pullSecrets",
+                "spec.pullSecrets is immutable",
+            ));
         }
     }
     errors
@@ -229,7 +245,11 @@ pub fn validate_node_image(object: &Value) -> Vec<FieldError> {
             errors.push(required("spec.images", "image name can not be empty"));
         }
         let mut tags = BTreeSet::new();
-        let list = image.get("tags").and_then(Value::as_array).cloned().unwrap_or_default();
+        let list = image
+            .get("tags")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for (i, tag) in list.iter().enumerate() {
             let tpath = format!("{path}.tags[{i}]");
             let t = tag.get("tag").and_then(Value::as_str).unwrap_or_default();
@@ -250,7 +270,9 @@ pub fn validate_node_image(object: &Value) -> Vec<FieldError> {
                 }
             }
             if tag.get("pullPolicy").is_some_and(|p| !p.is_null())
-                && tag.pointer("/pullPolicy/ttlSecondsAfterFinished").is_none_or(Value::is_null)
+                && tag
+                    .pointer("/pullPolicy/ttlSecondsAfterFinished")
+                    .is_none_or(Value::is_null)
             {
                 errors.push(required(
                     format!("{tpath}.pullPolicy.ttlSecondsAfterFinished"),

@@ -37,7 +37,8 @@ fn the_seed_as_printed_is_rejected_for_names_with_labels() {
     spec["selector"]["matchLabels"] = json!({"node-type": "xxx"});
     let m = messages(&validate_job(&job(spec), None));
     assert!(
-        m.contains("spec.selector") && m.contains("can not set both names and labelSelector in this spec.selector"),
+        m.contains("spec.selector")
+            && m.contains("can not set both names and labelSelector in this spec.selector"),
         "{m}"
     );
 }
@@ -49,7 +50,10 @@ fn selector_rules() {
     spec["podSelector"] = json!({"matchLabels": {"pod-label": "xxx"}});
     let m = messages(&validate_job(&job(spec), None));
     assert!(m.contains("duplicated name in selector names"), "{m}");
-    assert!(m.contains("can not set both selector and podSelector"), "{m}");
+    assert!(
+        m.contains("can not set both selector and podSelector"),
+        "{m}"
+    );
 }
 
 #[test]
@@ -67,7 +71,10 @@ fn parallelism_cases_of_the_spec() {
         let m = messages(&validate_job(&job(spec), None));
         assert_eq!(m.is_empty(), ok, "{value}: {m}");
         if value == json!("10%") {
-            assert!(m.contains("parallelism does not support percentage value"), "{m}");
+            assert!(
+                m.contains("parallelism does not support percentage value"),
+                "{m}"
+            );
         }
     }
 }
@@ -115,11 +122,13 @@ fn pull_secrets_are_immutable() {
 #[test]
 fn list_job_rules() {
     let list = |images: Value| json!({"spec": {"images": images}});
-    assert_eq!(messages(&validate_list(&list(json!(["nginx:1", "busybox"])))), "");
+    assert_eq!(
+        messages(&validate_list(&list(json!(["nginx:1", "busybox"])))),
+        ""
+    );
     assert!(messages(&validate_list(&list(json!([])))).contains("spec.images"));
     assert!(
-        messages(&validate_list(&list(json!(["nginx:1", "nginx:1"]))))
-            .contains("duplicated image")
+        messages(&validate_list(&list(json!(["nginx:1", "nginx:1"])))).contains("duplicated image")
     );
     let many: Vec<String> = (0..256).map(|i| format!("img{i}")).collect();
     assert!(messages(&validate_list(&list(json!(many)))).contains("more than 255"));
@@ -137,7 +146,10 @@ fn node_image_rules() {
     ]}}))));
     assert!(m.contains("duplicated tag a for image ubuntu"), "{m}");
     assert!(m.contains("createdAt for ubuntu/a must set"), "{m}");
-    assert!(m.contains("pullPolicy.ttlSecondsAfterFinished for ubuntu/a must set"), "{m}");
+    assert!(
+        m.contains("pullPolicy.ttlSecondsAfterFinished for ubuntu/a must set"),
+        "{m}"
+    );
     assert!(m.contains("version must be non-negative"), "{m}");
     let many: serde_json::Map<String, Value> = (0..257)
         .map(|i| (format!("img{i}"), json!({"tags": []})))
@@ -161,5 +173,8 @@ fn namespaced_configurations_leave_node_images_alone() {
     assert_eq!(names, ["vimagepulljob.kb.io", "vimagelistpulljob.kb.io"]);
     let (v, _) = configurations(None);
     assert_eq!(v[0].webhooks.as_ref().unwrap().len(), 3);
-    assert_eq!(v[0].metadata.name.as_deref(), Some("kruise-imagepulljob-validating"));
+    assert_eq!(
+        v[0].metadata.name.as_deref(),
+        Some("kruise-imagepulljob-validating")
+    );
 }
