@@ -109,9 +109,9 @@ fn unfinished_jobs(
     jobs.state()
         .into_iter()
         .filter(|j| {
-            !j.status
+            j.status
                 .as_ref()
-                .is_some_and(|s| s.completion_time.is_some())
+                .is_none_or(|s| s.completion_time.is_none())
         })
         .filter(|j| !pod_selector_only || j.spec.template.pod_selector.is_some())
         .map(|j| ObjectRef::from_obj(j.as_ref()))
