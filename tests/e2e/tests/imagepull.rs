@@ -477,7 +477,7 @@ async fn node_images_follow_nodes_and_jobs_without_agent_time_out() {
     .await;
     assert_eq!((failed.failed, failed.active), (1, 0));
     assert_eq!(failed.message, "job exceeds activeDeadlineSeconds");
-    assert_eq!(failed.failed_nodes, [fake.clone()]);
+    assert_eq!(failed.failed_nodes, std::slice::from_ref(&fake));
     // Gone with its job, the tag is pruned from the NodeImage (the fake one is kept).
     ns.api::<ImagePullJob>()
         .delete("no-agent", &DeleteParams::default())
