@@ -116,42 +116,103 @@ fn tag_status(ni: &NodeImage, name: &str, tag: &str) -> Option<ImageTagStatus> {
         .cloned()
 }
 
-/// Pushes `busybox:1` of the local registry again under `tag` (same repository, so the
-/// blobs are there: a manifest PUT), through curl like node.sh.
+/// Pushes a new image `kruise-rs/busybox:<tag>` to the local registry: busybox:1's layers
+/// (same repository, so the blobs are there) with a config labelled with the tag, so its
+/// image ID is new too (an in-place update to an image with the same ID is not one).
+/// Through curl, like node.sh.
 async fn push_tag(registry: &str, tag: &str) {
-    let base = format!("http://{registry}/v2/kruise-rs/busybox/manifests");
-    let file = std::env::temp_dir().join(format!("manifest-{tag}.json"));
-    let (get, put, path) = (format!("{base}/1"), format!("{base}/{tag}"), file.clone());
+    let (registry, tag) = (registry.to_string(), tag.to_string());
     tokio::task::spawn_blocking(move || {
-        let out = std::process::Command::new("curl")
-            .args(["-sf", "-o"])
-            .arg(&path)
-            .args([
-                "-w",
-                "%{content_type}",
+        let repo = format!("http://{registry}/v2/kruise-rs/busybox");
+        let curl = |args: &[&str], body: Option<&[u8]>| -> Vec<u8> {
+            use std::io::Write;
+            let mut child = std::process::Command::new("curl")
+                .args(["-sSf"])
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("curl");
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.unwrap_or_default())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "curl {args:?}");
+            out.stdout
+        };
+        let accept = "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+        let manifest_url = format!("{repo}/manifests/1");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&curl(&["-H", accept, &manifest_url], None)).unwrap();
+        let media_type = manifest["mediaType"].as_str().unwrap().to_string();
+        let config_url = format!("{repo}/blobs/{}", manifest["config"]["digest"].as_str().unwrap());
+        let mut config: serde_json::Value =
+            serde_json::from_slice(&curl(&["-L", &config_url], None)).unwrap();
+        config["config"]["Labels"]["e2e.kruise.io/tag"] = json!(tag);
+        let config = serde_json::to_vec(&config).unwrap();
+        let digest = {
+            let out = std::process::Command::new("sha256sum")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    c.stdin.take().unwrap().write_all(&config)?;
+                    c.wait_with_output()
+                })
+                .expect("sha256sum");
+            format!("sha256:{}", String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap())
+        };
+        // A monolithic upload: POST for a location, PUT the bytes with their digest.
+        let headers = String::from_utf8(curl(
+            &["-X", "POST", "-D", "-", "-o", "/dev/null", &format!("{repo}/blobs/uploads/")],
+            None,
+        ))
+        .unwrap();
+        let location = headers
+            .lines()
+            .find_map(|l| l.strip_prefix("Location: ").or_else(|| l.strip_prefix("location: ")))
+            .expect("upload location")
+            .trim()
+            .to_string();
+        let location = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{registry}{location}")
+        };
+        let sep = if location.contains('?') { '&' } else { '?' };
+        curl(
+            &[
+                "-X",
+                "PUT",
                 "-H",
-                "Accept: application/vnd.oci.image.manifest.v1+json",
+                "Content-Type: application/octet-stream",
+                "--data-binary",
+                "@-",
+                &format!("{location}{sep}digest={digest}"),
+            ],
+            Some(&config),
+        );
+        manifest["config"]["digest"] = json!(digest);
+        manifest["config"]["size"] = json!(config.len());
+        curl(
+            &[
+                "-X",
+                "PUT",
                 "-H",
-                "Accept: application/vnd.docker.distribution.manifest.v2+json",
-                &get,
-            ])
-            .output()
-            .expect("curl");
-        assert!(out.status.success(), "GET {get}");
-        let content_type = String::from_utf8_lossy(&out.stdout).to_string();
-        let status = std::process::Command::new("curl")
-            .args(["-sf", "-X", "PUT", "-H"])
-            .arg(format!("Content-Type: {content_type}"))
-            .arg("--data-binary")
-            .arg(format!("@{}", path.display()))
-            .arg(&put)
-            .status()
-            .expect("curl");
-        assert!(status.success(), "PUT {put}");
+                &format!("Content-Type: {media_type}"),
+                "--data-binary",
+                "@-",
+                &format!("{repo}/manifests/{tag}"),
+            ],
+            Some(&serde_json::to_vec(&manifest).unwrap()),
+        );
     })
     .await
     .unwrap();
-    let _ = std::fs::remove_file(file);
 }
 
 /// The real node's registry and containerd socket (node.sh's annotations), or `None`
@@ -327,6 +388,8 @@ spec:
     })
     .await;
 
+    cloneset_predownload_pulls_before_the_in_place_update(&ns, &registry, &cri).await;
+
     // The node's NodeImage, deleted, comes back.
     let uid = ni.uid();
     node_images
@@ -340,6 +403,145 @@ spec:
         }
     })
     .await;
+}
+
+/// CloneSet pre-download (gate PreDownloadImageForInPlaceUpdate) on the real node: the
+/// CloneSet controller creates the ImagePullJob for its Pods' node, the agent pulls the new
+/// image, and the in-place update that follows finds it present.
+async fn cloneset_predownload_pulls_before_the_in_place_update(
+    ns: &TestNamespace,
+    registry: &str,
+    cri: &Cri,
+) {
+    let _cloneset = RunningController::start(
+        cloneset_ctl::IDENTITY,
+        &ns.name,
+        "PreDownloadImageForInPlaceUpdate=true",
+        cloneset_ctl::run,
+    )
+    .await;
+    let tag = format!("pre-{}", ns.name.rsplit('-').next().unwrap());
+    push_tag(registry, &tag).await;
+    let old = format!("{registry}/kruise-rs/busybox:1");
+    let new = format!("{registry}/kruise-rs/busybox:{tag}");
+    let cloneset = |image: &str, partition: i32| {
+        format!(
+            r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      nodeSelector:
+        node.kruise.io/real: "true"
+      tolerations:
+      - key: node.kruise.io/real
+        operator: Exists
+        effect: NoSchedule
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: {image}
+  updateStrategy:
+    type: InPlaceIfPossible
+    partition: {partition}
+"#
+        )
+    };
+    // The CloneSet webhook answers once its defaults show up on a dry run.
+    let api: Api<kruise_api::apps_v1alpha1::CloneSet> = ns.api();
+    let probe = serde_saphyr::from_str(&cloneset(&old, 4)).unwrap();
+    kruise_e2e::wait_webhook_effective(&api, &probe, |cs: &kruise_api::apps_v1alpha1::CloneSet| {
+        cs.spec.revision_history_limit.is_some()
+    })
+    .await;
+    ns.apply(&cloneset(&old, 4)).await.unwrap();
+    let pods = || async {
+        kruise_e2e::pods_with(ns, "app=web")
+            .await
+            .into_iter()
+            .filter(kruise_e2e::is_ready)
+            .count()
+    };
+    wait_for(
+        "4 Pods of web Ready on the real node",
+        2 * MINUTE,
+        || async {
+            match pods().await {
+                4 => Ok(()),
+                n => Err(format!("{n} ready")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(cri.find_image(&new).await.unwrap(), None, "not pulled yet");
+    // The new image with partition 4: no Pod is updated, the image is pre-downloaded.
+    ns.apply(&cloneset(&new, 4)).await.unwrap();
+    let job = wait_for(
+        "the pre-download ImagePullJob succeeded",
+        2 * MINUTE,
+        || async {
+            let jobs = ns
+                .api::<ImagePullJob>()
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let job = jobs
+                .items
+                .into_iter()
+                .find(|j| j.spec.image == new)
+                .ok_or("no job for the new image")?;
+            match &job.status {
+                Some(s) if s.succeeded == 1 => Ok(job),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(job.owner_references()[0].kind, "CloneSet");
+    assert!(job.spec.template.pod_selector.is_some());
+    assert!(
+        cri.find_image(&new).await.unwrap().is_some(),
+        "pre-downloaded into containerd"
+    );
+    // The in-place update then finds the image on the node.
+    ns.apply(&cloneset(&new, 0)).await.unwrap();
+    wait_for("web's Pods updated in place", 2 * MINUTE, || async {
+        let pods = kruise_e2e::pods_with(ns, "app=web").await;
+        let updated = pods
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.first())
+                    .is_some_and(|c| c.image == new && c.restart_count == 1 && c.ready)
+            })
+            .count();
+        if updated == 4 {
+            Ok(())
+        } else {
+            Err(format!("{updated} of {} updated", pods.len()))
+        }
+    })
+    .await;
+    let pod = kruise_e2e::pods_with(ns, "app=web").await.remove(0);
+    let events = events_in(ns, &pod.name_any()).await;
+    assert!(
+        events.iter().any(|e| e.reason == "Pulled"
+            && e.note.contains(&new)
+            && e.note.contains("already present on machine")),
+        "{events:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
