@@ -40,6 +40,8 @@ pub struct Context {
     pub default_tag_ttl_seconds: i64,
     /// `KRUISE_WATCH_NAMESPACE` of this instance.
     pub scope: Option<String>,
+    /// `PullImageFailed` when the controller fails a tag (timeouts).
+    pub events: kruise_runtime::Events,
     pub job_reconciler: Reconciler,
     pub list_reconciler: Reconciler,
 }
@@ -93,6 +95,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         config_namespace,
         default_tag_ttl_seconds,
         scope: runtime.settings.watch_namespace.clone(),
+        events: runtime.events(),
         job_reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "ImagePullJob"),
         list_reconciler: Reconciler::new(
             runtime.metrics.clone(),

@@ -344,7 +344,12 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
                     spec: Default::default(),
                     status: None,
                 };
-                api.create(&PostParams::default(), &ni).await.map(|_| ())
+                // With its counters at 0 (the seed's `kubectl get nodeimage`), until the
+                // node's agent writes its own.
+                match api.create(&PostParams::default(), &ni).await {
+                    Ok(_) => write_status(&api, name, &Default::default()).await,
+                    Err(e) => Err(e),
+                }
             }
             nodeimage::Lifecycle::Relabel { name, labels } => {
                 // Labels the Node dropped are removed (null), the others set.
@@ -395,6 +400,41 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
             .map(|ni| (ni.clone(), nodeimage::prune(ni, &world)))
             .collect()
     };
+    for ni in &node_images {
+        let (timed_out, wait) = nodeimage::timeouts(ni, now);
+        if let Some(w) = wait {
+            again = Some(again.map_or(w, |a| a.min(w)));
+        }
+        if timed_out.is_empty() {
+            continue;
+        }
+        let status = nodeimage::with_timeouts(ni, &timed_out, now);
+        match write_status(&api, &ni.name_any(), &status).await {
+            Ok(()) => {}
+            Err(e) if conflict_or_gone(&e) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let node_image_ref = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(NodeImage::api_version(&()).into()),
+            kind: Some(NodeImage::kind(&()).into()),
+            name: ni.metadata.name.clone(),
+            uid: ni.metadata.uid.clone(),
+            ..Default::default()
+        };
+        for t in &timed_out {
+            let note = format!(
+                "Image {}:{} failed to pull on node {}: {}",
+                t.image,
+                t.tag,
+                ni.name_any(),
+                t.message
+            );
+            for target in std::iter::once(&node_image_ref).chain(&t.owners) {
+                ctx.events
+                    .warning(target, keys::EVENT_PULL_IMAGE_FAILED, note.clone());
+            }
+        }
+    }
     for (ni, (pruned, wait)) in decisions {
         if let Some(w) = wait {
             again = Some(again.map_or(w, |a| a.min(w)));
@@ -426,4 +466,20 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
         }
     }
     Ok(again)
+}
+
+/// Replaces a NodeImage's whole status (a JSON patch `add /status`: tags that left the
+/// status leave it, as the agent writes it).
+async fn write_status(
+    api: &Api<NodeImage>,
+    name: &str,
+    status: &kruise_api::apps_v1alpha1::NodeImageStatus,
+) -> Result<(), kube::Error> {
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/status", "value": status}
+    ]))
+    .map_err(kube::Error::SerdeError)?;
+    api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+        .map(|_| ())
 }

@@ -1366,14 +1366,16 @@ const IMAGEPULLJOB_CHECKS: &str = "
     no  watch  secrets                                                 *
     no  create secrets                                                 default
     no  delete secrets                                                 default
-    # The pulls' status is the node agent's; the lists' spec and the Pods the users'.
-    no  patch  nodeimages.apps.kruise.io#status                        *
+    # The NodeImage status: zero counters at creation, tags failed on timeouts.
+    yes patch  nodeimages.apps.kruise.io#status                        *
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    # The lists' spec and the Pods are the users'.
     no  update imagelistpulljobs.apps.kruise.io                        default
     no  create imagelistpulljobs.apps.kruise.io                        default
     no  patch  pods                                                    default
     no  delete pods                                                    default
     no  patch  nodes                                                   *
-    no  create events.events.k8s.io                                    default
     no  list   clonesets.apps.kruise.io                                default
     no  create serviceaccounts#token                                   kruise-system
     no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system

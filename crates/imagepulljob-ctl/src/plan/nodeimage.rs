@@ -159,3 +159,134 @@ pub fn prune(ni: &NodeImage, world: &PruneWorld) -> (Option<NodeImageSpec>, Opti
     spec.images.retain(|_, image| !image.tags.is_empty());
     ((spec != ni.spec).then_some(spec), again)
 }
+
+/// A tag the node never answered for: no status of its version this long after createdAt.
+pub const NODE_SILENT_AFTER: SignedDuration = SignedDuration::from_secs(600);
+/// Grace after a tag's `activeDeadlineSeconds` before the controller fails it.
+pub const DEADLINE_GRACE: SignedDuration = SignedDuration::from_secs(600);
+pub const MESSAGE_NODE_SILENT: &str = "node has not responded for a long time";
+pub const MESSAGE_DEADLINE: &str = "pulling exceeds the activeDeadlineSeconds";
+
+/// A tag the controller marks Failed (spec §2 manager 3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedOut {
+    pub image: String,
+    pub tag: String,
+    pub version: i64,
+    pub message: &'static str,
+    pub owners: Vec<k8s_openapi::api::core::v1::ObjectReference>,
+}
+
+/// The tags whose node is silent 10 min after `createdAt`, or still unfinished 10 min
+/// after their `activeDeadlineSeconds`; and when the next one would be due.
+pub fn timeouts(ni: &NodeImage, now: Timestamp) -> (Vec<TimedOut>, Option<Duration>) {
+    let mut out = Vec::new();
+    let mut again: Option<Duration> = None;
+    let mut due = |at: Timestamp| -> bool {
+        if at <= now {
+            return true;
+        }
+        let wait = at.duration_since(now).unsigned_abs();
+        again = Some(again.map_or(wait, |a: Duration| a.min(wait)));
+        false
+    };
+    for (name, image) in &ni.spec.images {
+        for tag in &image.tags {
+            let Some(created) = tag.created_at.as_ref().map(|t| t.0) else {
+                continue;
+            };
+            let status = ni
+                .status
+                .as_ref()
+                .and_then(|s| s.image_statuses.get(name))
+                .and_then(|s| {
+                    s.tags
+                        .iter()
+                        .find(|t| t.tag == tag.tag && t.version == tag.version)
+                });
+            let message = match status {
+                Some(s) if s.phase.is_finished() => continue,
+                None if due(created + NODE_SILENT_AFTER) => MESSAGE_NODE_SILENT,
+                _ => {
+                    let deadline = tag
+                        .pull_policy
+                        .as_ref()
+                        .and_then(|p| p.active_deadline_seconds);
+                    match deadline {
+                        Some(secs)
+                            if due(created + SignedDuration::from_secs(secs) + DEADLINE_GRACE) =>
+                        {
+                            MESSAGE_DEADLINE
+                        }
+                        _ => continue,
+                    }
+                }
+            };
+            out.push(TimedOut {
+                image: name.clone(),
+                tag: tag.tag.clone(),
+                version: tag.version,
+                message,
+                owners: tag.owner_references.clone(),
+            });
+        }
+    }
+    (out, again)
+}
+
+/// `status` with the timed-out tags Failed (completed now) and the counters recounted
+/// over the spec's tags.
+pub fn with_timeouts(
+    ni: &NodeImage,
+    timed_out: &[TimedOut],
+    now: Timestamp,
+) -> kruise_api::apps_v1alpha1::NodeImageStatus {
+    use kruise_api::apps_v1alpha1::{ImagePullPhase, ImageTagStatus};
+    let mut status = ni.status.clone().unwrap_or_default();
+    for t in timed_out {
+        let tags = &mut status
+            .image_statuses
+            .entry(t.image.clone())
+            .or_default()
+            .tags;
+        tags.retain(|s| s.tag != t.tag);
+        tags.push(ImageTagStatus {
+            tag: t.tag.clone(),
+            phase: ImagePullPhase::Failed,
+            progress: 0,
+            start_time: None,
+            completion_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+            version: t.version,
+            image_id: String::new(),
+            message: t.message.to_string(),
+        });
+    }
+    let (mut desired, mut waiting, mut pulling, mut succeeded, mut failed) = (0, 0, 0, 0, 0);
+    for (name, image) in &ni.spec.images {
+        for tag in &image.tags {
+            desired += 1;
+            let phase = status
+                .image_statuses
+                .get(name)
+                .and_then(|s| {
+                    s.tags
+                        .iter()
+                        .find(|t| t.tag == tag.tag && t.version == tag.version)
+                })
+                .map(|s| s.phase);
+            match phase {
+                Some(ImagePullPhase::Waiting) => waiting += 1,
+                Some(ImagePullPhase::Pulling) => pulling += 1,
+                Some(ImagePullPhase::Succeeded) => succeeded += 1,
+                Some(ImagePullPhase::Failed) => failed += 1,
+                None => {}
+            }
+        }
+    }
+    status.desired = desired;
+    status.waiting = waiting;
+    status.pulling = pulling;
+    status.succeeded = succeeded;
+    status.failed = failed;
+    status
+}

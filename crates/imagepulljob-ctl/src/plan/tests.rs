@@ -745,3 +745,86 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn silent_nodes_and_overdue_pulls_are_failed() {
+    let created = now() - SignedDuration::from_secs(601);
+    let tag = |t: &str, deadline: Option<i64>| ImageTagSpec {
+        tag: t.into(),
+        created_at: Some(Time(created)),
+        pull_policy: Some(ImageTagPullPolicy {
+            ttl_seconds_after_finished: Some(300),
+            active_deadline_seconds: deadline,
+            ..Default::default()
+        }),
+        owner_references: vec![owner(UID)],
+        ..Default::default()
+    };
+    let mut ni = node_image("n", &[]);
+    ni.spec.images.insert(
+        "nginx".into(),
+        ImageSpec {
+            tags: vec![
+                tag("silent", None),
+                tag("pulling-overdue", Some(0)),
+                tag("pulling-in-time", Some(60)),
+                tag("done", None),
+            ],
+            ..Default::default()
+        },
+    );
+    let state = |t: &str, phase| ImageTagStatus {
+        tag: t.into(),
+        phase,
+        progress: 0,
+        start_time: None,
+        completion_time: None,
+        version: 0,
+        image_id: String::new(),
+        message: String::new(),
+    };
+    ni.status = Some(NodeImageStatus {
+        image_statuses: BTreeMap::from([(
+            "nginx".into(),
+            ImageStatus {
+                tags: vec![
+                    state("pulling-overdue", ImagePullPhase::Pulling),
+                    state("pulling-in-time", ImagePullPhase::Pulling),
+                    state("done", ImagePullPhase::Succeeded),
+                ],
+            },
+        )]),
+        ..Default::default()
+    });
+    let (out, again) = nodeimage::timeouts(&ni, now());
+    let got: Vec<(&str, &str)> = out.iter().map(|t| (t.tag.as_str(), t.message)).collect();
+    assert_eq!(
+        got,
+        [
+            ("silent", nodeimage::MESSAGE_NODE_SILENT),
+            ("pulling-overdue", nodeimage::MESSAGE_DEADLINE)
+        ]
+    );
+    assert_eq!(out[0].owners[0].uid.as_deref(), Some(UID));
+    assert_eq!(
+        again,
+        Some(Duration::from_secs(59)),
+        "pulling-in-time is due then"
+    );
+    let status = nodeimage::with_timeouts(&ni, &out, now());
+    assert_eq!(
+        (
+            status.desired,
+            status.failed,
+            status.pulling,
+            status.succeeded
+        ),
+        (4, 2, 1, 1)
+    );
+    let mut after = ni.clone();
+    after.status = Some(status);
+    assert!(
+        nodeimage::timeouts(&after, now()).0.is_empty(),
+        "failed once"
+    );
+}
