@@ -793,3 +793,132 @@ spec:
         .await
         .unwrap();
 }
+
+/// The agent's ServiceAccount may write the status of its own node's NodeImage only: its
+/// Pod-bound token names the node, and the ValidatingAdmissionPolicy shipped with the
+/// DaemonSet denies the others (RBAC alone cannot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_writes_only_its_own_node_image() {
+    use k8s_openapi::api::authentication::v1::{
+        BoundObjectReference, TokenRequest, TokenRequestSpec,
+    };
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let ns = TestNamespace::new("imagepull-agent-rbac").await;
+    let _ctl = start_controller(&ns).await;
+    let dir = kruise_e2e::repo_root().join("kustomize");
+    for file in [
+        "base/namespace.yaml",
+        "controllers/daemon-agent/serviceaccount.yaml",
+        "controllers/daemon-agent/rbac.yaml",
+        "controllers/daemon-agent/own-nodeimage-policy.yaml",
+    ] {
+        let path = dir.join(file).display().to_string();
+        let (ok, _, err) =
+            kruise_e2e::kubectl_async(["apply", "-f", &path].map(String::from).to_vec(), None)
+                .await;
+        assert!(ok, "apply {file}: {err}");
+    }
+    // A Pod of the agent's ServiceAccount on a shared kwok node (it runs nothing).
+    let agent_ns = "kruise-daemon-config";
+    let pod_name = format!("{}-agent", ns.name);
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), agent_ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name},
+        "spec": {"serviceAccountName": "daemon-agent", "nodeSelector": {"type": "kwok"},
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "agent", "image": "kruise-rs/daemon-agent:0.1.0"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let node = wait_for("the agent Pod scheduled", MINUTE, || async {
+        let p = pods.get(&pod_name).await.map_err(|e| e.to_string())?;
+        p.spec
+            .and_then(|s| s.node_name)
+            .ok_or_else(|| "not scheduled".to_string())
+    })
+    .await;
+    let all: Api<NodeImage> = Api::all(ns.client.clone());
+    let other = wait_for("NodeImages of two kwok nodes", MINUTE, || async {
+        let list = all
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = list.items.iter().map(|n| n.name_any()).collect();
+        if !names.contains(&node) {
+            return Err(format!("no NodeImage {node}: {names:?}"));
+        }
+        names
+            .into_iter()
+            .find(|n| n != &node && n.starts_with("kwok-node-"))
+            .ok_or_else(|| "no other kwok NodeImage".to_string())
+    })
+    .await;
+    let sas: Api<ServiceAccount> = Api::namespaced(ns.client.clone(), agent_ns);
+    let token = |bound: bool| {
+        let sas = sas.clone();
+        let pod_name = pod_name.clone();
+        async move {
+            let request = TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(600),
+                    bound_object_ref: bound.then(|| BoundObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: Some(pod_name),
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            };
+            let created: TokenRequest = sas
+                .create_subresource(
+                    "token",
+                    "daemon-agent",
+                    &PostParams::default(),
+                    &request,
+                )
+                .await
+                .expect("token request");
+            created.status.expect("token").token
+        }
+    };
+    let as_agent = |token: String| async move {
+        let mut config = kruise_e2e::kube_config().await;
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        Api::<NodeImage>::all(kube::Client::try_from(config).unwrap())
+    };
+    let write = |api: Api<NodeImage>, name: String| async move {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"desired": 0}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let bound = as_agent(token(true).await).await;
+    // The policy takes a moment to be loaded by the apiserver.
+    wait_for("the other node's NodeImage denied", MINUTE, || async {
+        match write(bound.clone(), other.clone()).await {
+            Err(e) if e.contains("may only write the status of its own node") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    write(bound, node.clone()).await.expect("its own NodeImage");
+    let unbound = as_agent(token(false).await).await;
+    let err = write(unbound, node).await.unwrap_err();
+    assert!(
+        err.contains("may only write the status of its own node"),
+        "{err}"
+    );
+    pods.delete(&pod_name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
