@@ -873,12 +873,7 @@ async fn agent_writes_only_its_own_node_image() {
                 ..Default::default()
             };
             let created: TokenRequest = sas
-                .create_subresource(
-                    "token",
-                    "daemon-agent",
-                    &PostParams::default(),
-                    &request,
-                )
+                .create_subresource("token", "daemon-agent", &PostParams::default(), &request)
                 .await
                 .expect("token request");
             created.status.expect("token").token
