@@ -239,6 +239,20 @@ async fn real_node_pulls_images_for_jobs() {
     let Some((registry, socket)) = real_node().await else {
         return;
     };
+    // This test runs its own controllers (the CloneSet one with the pre-download gate):
+    // after `make deploy-local` two would act on the same objects.
+    let deployed: Api<Pod> = Api::namespaced(kruise_e2e::client().await, "kruise-system");
+    let selector = "app.kubernetes.io/component=controller,app.kubernetes.io/name in (cloneset-controller,imagepulljob-controller)";
+    let list = deployed
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .expect("list kruise-system Pods");
+    if !list.items.is_empty() {
+        eprintln!(
+            "skipped: controllers of `make deploy-local` are deployed; this test runs its own"
+        );
+        return;
+    }
     let ns = TestNamespace::new("imagepull-real").await;
     let _ctl = start_controller(&ns).await;
     let config = AgentConfig {
