@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kruise_api::apps_v1alpha1::{ImageListPullJob, ImagePullJob, NodeImage};
 use kruise_api::keys;
 use kruise_runtime::cache::prune;
@@ -34,6 +34,9 @@ pub struct Context {
     pub node_images: Cache<NodeImage>,
     pub nodes: Cache<Node>,
     pub pods: Cache<Pod>,
+    /// The Secrets of the config namespace (names only): pull secret references to a
+    /// Secret gone are pruned from the NodeImages.
+    pub config_secrets: Cache<Secret>,
     /// Where pull secrets are copied for the node agents.
     pub config_namespace: String,
     /// Seconds added to an Always tag's TTL (`KRUISE_IMAGEPULLJOB_DEFAULT_TTL_SECONDS`).
@@ -75,6 +78,14 @@ fn prune_pod(pod: &mut Pod) {
     }
 }
 
+/// A Secret as pruning needs it: its name. Its data never stays in memory.
+fn prune_secret(secret: &mut Secret) {
+    prune(secret);
+    secret.metadata.annotations = None;
+    secret.data = None;
+    secret.string_data = None;
+}
+
 /// The caches and the shared context.
 pub fn context(runtime: &Runtime) -> Arc<Context> {
     let config_namespace = std::env::var(keys::KRUISE_DAEMON_CONFIG_NS_ENV)
@@ -85,8 +96,17 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let config_secrets = Cache::spawn(
+        kube::Api::namespaced(runtime.client.clone(), &config_namespace),
+        watcher::Config::default(),
+        prune_secret,
+        runtime
+            .readiness
+            .register("cache secrets (config namespace)"),
+    );
     Arc::new(Context {
         client: runtime.client.clone(),
+        config_secrets,
         jobs: runtime.tolerant_cache::<ImagePullJob>(watcher::Config::default(), prune),
         lists: runtime.tolerant_cache::<ImageListPullJob>(watcher::Config::default(), prune),
         node_images: runtime.cluster_cache::<NodeImage>(watcher::Config::default(), prune),

@@ -388,7 +388,15 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
                 .and_then(|j| j.uid())
         };
         let in_scope = |ns: &str| ctx.scope.as_deref().is_none_or(|s| s == ns);
-        let secret_exists = |_: &ReferenceObject| None;
+        let secrets = ctx.config_secrets.store();
+        // Known only for the config namespace (the copies); elsewhere: keep.
+        let secret_exists = |r: &ReferenceObject| {
+            (r.namespace == ctx.config_namespace).then(|| {
+                secrets
+                    .get(&kube::runtime::reflector::ObjectRef::new(&r.name).within(&r.namespace))
+                    .is_some()
+            })
+        };
         let world = nodeimage::PruneWorld {
             job_uid: &job_uid,
             in_scope: &in_scope,

@@ -1356,12 +1356,13 @@ const IMAGEPULLJOB_CHECKS: &str = "
     yes create secrets                                                 kruise-daemon-config
     yes patch  secrets                                                 kruise-daemon-config
     yes delete secrets                                                 kruise-daemon-config
+    yes watch  secrets                                                 kruise-daemon-config
     yes create leases.coordination.k8s.io                              kruise-system
     yes patch  leases.coordination.k8s.io/imagepulljob-controller      kruise-system
     yes get    secrets/imagepulljob-webhook-ca                         kruise-system
     yes update secrets/imagepulljob-webhook-ca                         kruise-system
     yes patch  validatingwebhookconfigurations/kruise-imagepulljob-validating *
-    # Secrets are never listed or watched, nor written outside kruise-daemon-config.
+    # Secrets are listed and watched in kruise-daemon-config only, written nowhere else.
     no  list   secrets                                                 default
     no  watch  secrets                                                 *
     no  create secrets                                                 default

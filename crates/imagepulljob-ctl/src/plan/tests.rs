@@ -643,6 +643,27 @@ fn pruning_follows_owners_and_ttl() {
         None,
         "pruning is idempotent"
     );
+
+    // Pull secret references: a Secret known gone is dropped, unknown ones are kept.
+    let image = clean.spec.images.get_mut("nginx").unwrap();
+    image.pull_secrets = secrets(&["gone", "here"]);
+    image.pull_secrets.push(ReferenceObject {
+        namespace: "elsewhere".into(),
+        name: "unknown".into(),
+    });
+    let secret_exists =
+        |r: &ReferenceObject| (r.namespace == "kruise-daemon-config").then(|| r.name == "here");
+    let w = nodeimage::PruneWorld {
+        secret_exists: &secret_exists,
+        ..w
+    };
+    let kept = nodeimage::prune(&clean, &w).0.expect("a reference dropped");
+    let names: Vec<&str> = kept.images["nginx"]
+        .pull_secrets
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["here", "unknown"]);
 }
 
 fn list_job(images: &[&str]) -> ImageListPullJob {
