@@ -95,8 +95,8 @@ up-real: deps ## the local cluster with the real node real-0 (kubelet + containe
 	@tests/deps.sh --real-node
 	@KRUISE_REAL_NODE=1 tests/cluster/cluster.sh up
 
-e2e-real: ## the real node's e2e tests (tests/e2e/tests/realnode.rs) on the cluster of make up-real
-	KUBECONFIG=$(KUBECONFIG_LOCAL) KRUISE_E2E_REAL_NODE=1 cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode::
+e2e-real: ## the real node's e2e tests (tests/e2e/tests/realnode.rs, imagepull.rs's real_node_*) on the cluster of make up-real
+	KUBECONFIG=$(KUBECONFIG_LOCAL) KRUISE_E2E_REAL_NODE=1 cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode:: imagepull::real_node
 
 deploy-local: ## make images, push them to the real node's registry, deploy kustomize/overlays/all onto real-0
 	@tests/deploy-local.sh

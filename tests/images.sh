@@ -2,7 +2,7 @@
 # `make images`: one OCI image per controller binary, FROM scratch, without pulling anything.
 #
 #   tests/images.sh             a static release build of every binary of
-#                               tests/cluster/controllers.txt (RUSTFLAGS="-C
+#                               tests/cluster/controllers.txt and daemon-agent (RUSTFLAGS="-C
 #                               target-feature=+crt-static", --target <host>), then
 #                               kruise-rs/<binary>:<version> from deploy/docker/Dockerfile.prebuilt
 #                               (scratch, the binary, user 65532, org.opencontainers.image.*
@@ -30,7 +30,8 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Ca
 repo=${IMAGE_REPO:-kruise-rs}
 tag=${IMAGE_TAG:-$version}
 docker=${DOCKER:-docker}
-read -r -a bins <<<"${BINS:-$(grep -v '^#' tests/cluster/controllers.txt | tr '\n' ' ')}"
+# The controllers, and the node agent (a DaemonSet, not started by make up).
+read -r -a bins <<<"${BINS:-$(grep -v '^#' tests/cluster/controllers.txt | tr '\n' ' ') daemon-agent}"
 host=$(rustc -vV | sed -n 's/^host: //p')
 out=${CARGO_TARGET_DIR:-$root/target}/$host/release
 revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -160,7 +160,16 @@ fn args(list: &[&str]) -> Vec<String> {
 async fn every_overlay_renders_applies_and_is_production_shaped() {
     kruise_e2e::client().await;
     let overlays = subdirs("overlays");
-    let controllers = subdirs("controllers");
+    // The Deployments' directories (not the node agent's: a DaemonSet, deployed with
+    // imagepulljob's).
+    let controllers: Vec<String> = subdirs("controllers")
+        .into_iter()
+        .filter(|c| {
+            repo_root()
+                .join(format!("kustomize/controllers/{c}/deployment.yaml"))
+                .exists()
+        })
+        .collect();
     assert!(overlays.contains(&"all".to_string()), "{overlays:?}");
     for bin in controller_binaries() {
         assert!(
@@ -414,6 +423,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             "workloadspread",
             workloadspread_ctl::webhook::configurations(None),
             "workloadspread-webhook",
+        ),
+        (
+            "imagepulljob",
+            imagepulljob_ctl::webhook::configurations(None),
+            "imagepulljob-webhook",
         ),
     ] {
         let code: Vec<Value> = validating
@@ -682,12 +696,14 @@ async fn can_i(
                 .clone(),
         ),
     };
+    // `<namespace>:<name>` for a ServiceAccount outside kruise-system (the node agent's).
+    let (sa_ns, sa) = sa.split_once(':').unwrap_or((SYSTEM_NS, sa));
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(format!("system:serviceaccount:{SYSTEM_NS}:{sa}")),
+            user: Some(format!("system:serviceaccount:{sa_ns}:{sa}")),
             groups: Some(vec![
                 "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{SYSTEM_NS}"),
+                format!("system:serviceaccounts:{sa_ns}"),
                 "system:authenticated".into(),
             ]),
             resource_attributes: Some(ResourceAttributes {
@@ -1392,6 +1408,87 @@ const RESOURCEDISTRIBUTION_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const IMAGEPULLJOB_CHECKS: &str = "
+    yes watch  imagepulljobs.apps.kruise.io                            *
+    yes list   imagepulljobs.apps.kruise.io                            default
+    yes create imagepulljobs.apps.kruise.io                            default
+    yes patch  imagepulljobs.apps.kruise.io                            default
+    yes delete imagepulljobs.apps.kruise.io                            default
+    yes patch  imagepulljobs.apps.kruise.io#status                     default
+    yes watch  imagelistpulljobs.apps.kruise.io                        *
+    yes delete imagelistpulljobs.apps.kruise.io                        default
+    yes patch  imagelistpulljobs.apps.kruise.io#status                 default
+    yes watch  nodeimages.apps.kruise.io                               *
+    yes create nodeimages.apps.kruise.io                               *
+    yes patch  nodeimages.apps.kruise.io                               *
+    yes delete nodeimages.apps.kruise.io                               *
+    yes watch  nodes                                                   *
+    yes watch  pods                                                    *
+    # A job's pull secrets are read where the job is, copied into kruise-daemon-config.
+    yes get    secrets                                                 default
+    yes create secrets                                                 kruise-daemon-config
+    yes patch  secrets                                                 kruise-daemon-config
+    yes delete secrets                                                 kruise-daemon-config
+    yes watch  secrets                                                 kruise-daemon-config
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/imagepulljob-controller      kruise-system
+    yes get    secrets/imagepulljob-webhook-ca                         kruise-system
+    yes update secrets/imagepulljob-webhook-ca                         kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-imagepulljob-validating *
+    # Secrets are listed and watched in kruise-daemon-config only, written nowhere else.
+    no  list   secrets                                                 default
+    no  watch  secrets                                                 *
+    no  create secrets                                                 default
+    no  delete secrets                                                 default
+    # The NodeImage status: zero counters at creation, tags failed on timeouts.
+    yes patch  nodeimages.apps.kruise.io#status                        *
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    # The lists' spec and the Pods are the users'.
+    no  update imagelistpulljobs.apps.kruise.io                        default
+    no  create imagelistpulljobs.apps.kruise.io                        default
+    no  patch  pods                                                    default
+    no  delete pods                                                    default
+    no  patch  nodes                                                   *
+    no  list   clonesets.apps.kruise.io                                default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  create mutatingwebhookconfigurations/kruise-imagepulljob-mutating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const DAEMON_AGENT_CHECKS: &str = "
+    # Its NodeImage (list/watch with a field selector on its name) and that one's status.
+    yes watch  nodeimages.apps.kruise.io                               *
+    yes list   nodeimages.apps.kruise.io                               *
+    yes patch  nodeimages.apps.kruise.io#status                        *
+    yes create events.events.k8s.io                                    default
+    yes patch  events.events.k8s.io                                    default
+    # The copied pull secrets, one by one.
+    yes get    secrets                                                 kruise-daemon-config
+    no  list   secrets                                                 kruise-daemon-config
+    no  watch  secrets                                                 kruise-daemon-config
+    no  get    secrets                                                 default
+    no  get    secrets                                                 kruise-system
+    no  create secrets                                                 kruise-daemon-config
+    # The NodeImages' spec is the controller's; nothing else is written.
+    no  patch  nodeimages.apps.kruise.io                               *
+    no  update nodeimages.apps.kruise.io                               *
+    no  create nodeimages.apps.kruise.io                               *
+    no  delete nodeimages.apps.kruise.io                               *
+    no  patch  imagepulljobs.apps.kruise.io                            default
+    no  list   imagepulljobs.apps.kruise.io                            default
+    # No Pods, nodes or containers through the API (the CRI socket is local).
+    no  list   pods                                                    *
+    no  create pods#exec                                               default
+    no  patch  nodes                                                   *
+    no  get    nodes#proxy                                             *
+    no  create leases.coordination.k8s.io                              kruise-system
+    no  create serviceaccounts#token                                   kruise-daemon-config
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_grants_each_controller_only_what_it_uses() {
     let client = kruise_e2e::client().await;
@@ -1413,10 +1510,17 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("resourcedistribution-ctl", RESOURCEDISTRIBUTION_CHECKS),
         ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
         ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
+        ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
+        // The node agent is a DaemonSet, in kruise-daemon-config.
+        ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {
-        let sa = deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
-            .as_str()
-            .unwrap();
+        let sa = if bin == "daemon-agent" {
+            "kruise-daemon-config:daemon-agent"
+        } else {
+            deployment_of(&docs, bin)["spec"]["template"]["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap()
+        };
         for line in table.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
                 continue;

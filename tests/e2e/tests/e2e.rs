@@ -10,6 +10,7 @@ mod conversion;
 mod cronjob;
 mod daemonset;
 mod deploy;
+mod imagepull;
 mod persistentpodstate;
 mod protection;
 #[path = "pub.rs"]

@@ -1,0 +1,248 @@
+//! The CRI v1 client: the generated protos, socket discovery, and the few RPCs the agent
+//! uses (spec §0: `ImageFsInfo` to probe v1, `ListImages`, `PullImage`, `Version`). The
+//! agent never creates or starts containers.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::error::Error;
+
+/// The generated CRI v1 messages and clients (`k8s.io/cri-api/pkg/apis/runtime/v1`).
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("runtime.v1");
+}
+
+use v1::image_service_client::ImageServiceClient;
+use v1::runtime_service_client::RuntimeServiceClient;
+
+/// Where the host's `/var/run` is mounted in the agent's Pod (upstream's layout).
+pub const HOST_VAR_RUN: &str = "/hostvarrun";
+
+/// The sockets looked for under the host's `/var/run`, in upstream's order.
+pub const KNOWN_SOCKETS: &[&str] = &[
+    "containerd.sock",
+    "containerd/containerd.sock",
+    "crio.sock",
+    "crio/crio.sock",
+    "cri-dockerd.sock",
+    "cri-dockerd/cri-dockerd.sock",
+];
+
+/// The CRI socket: `explicit` (flag or env) when given, else the first known socket that
+/// exists under `var_run`.
+pub fn discover_socket(explicit: Option<&str>, var_run: &Path) -> Result<PathBuf, Error> {
+    if let Some(path) = explicit.filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(path.strip_prefix("unix://").unwrap_or(path)));
+    }
+    KNOWN_SOCKETS
+        .iter()
+        .map(|s| var_run.join(s))
+        .find(|p| p.exists())
+        .ok_or_else(|| Error::NoSocket(var_run.display().to_string()))
+}
+
+/// An image as the runtime knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeImage {
+    /// The image ID (`sha256:…`, the config digest for containerd).
+    pub id: String,
+    pub repo_tags: Vec<String>,
+    pub repo_digests: Vec<String>,
+}
+
+/// Credentials for one `PullImage`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+/// A connected CRI client (image and runtime service on the same socket).
+#[derive(Clone)]
+pub struct Cri {
+    images: ImageServiceClient<Channel>,
+    runtime: RuntimeServiceClient<Channel>,
+    pub socket: PathBuf,
+}
+
+impl Cri {
+    /// Connects lazily to the unix socket `socket` (the first RPC dials it).
+    pub fn connect(socket: &Path) -> Result<Self, Error> {
+        let path = socket.to_path_buf();
+        // The URI is a placeholder: the connector always dials the unix socket.
+        let channel = Endpoint::try_from("http://cri.local")
+            .map_err(|e| Error::Cri(e.to_string()))?
+            .connect_timeout(Duration::from_secs(5))
+            .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                let path = path.clone();
+                async move {
+                    let stream = tokio::net::UnixStream::connect(path).await?;
+                    Ok::<_, std::io::Error>(TokioIo::new(stream))
+                }
+            }));
+        Ok(Cri {
+            images: ImageServiceClient::new(channel.clone()),
+            runtime: RuntimeServiceClient::new(channel),
+            socket: socket.to_path_buf(),
+        })
+    }
+
+    /// `Version`: the runtime's name and version (`containerd`, `v1.6.20`).
+    pub async fn version(&self) -> Result<(String, String), Error> {
+        let v = self
+            .runtime
+            .clone()
+            .version(v1::VersionRequest::default())
+            .await?
+            .into_inner();
+        Ok((v.runtime_name, v.runtime_version))
+    }
+
+    /// `ImageFsInfo`: succeeds only when the runtime speaks CRI v1.
+    pub async fn probe(&self) -> Result<(), Error> {
+        self.images
+            .clone()
+            .image_fs_info(v1::ImageFsInfoRequest::default())
+            .await?;
+        Ok(())
+    }
+
+    /// `ListImages` filtered by `image` (`name:tag`): the runtime's image of that
+    /// reference, if present.
+    pub async fn find_image(&self, image: &str) -> Result<Option<RuntimeImage>, Error> {
+        let request = v1::ListImagesRequest {
+            filter: Some(v1::ImageFilter {
+                image: Some(image_spec(image)),
+            }),
+        };
+        let list = self.images.clone().list_images(request).await?.into_inner();
+        Ok(list
+            .images
+            .into_iter()
+            .map(|i| RuntimeImage {
+                id: i.id,
+                repo_tags: i.repo_tags,
+                repo_digests: i.repo_digests,
+            })
+            .find(|i| {
+                i.repo_tags
+                    .iter()
+                    .any(|t| same_reference(t, image) || t == image)
+            }))
+    }
+
+    /// `PullImage(image)` with `credentials` and a sandbox config carrying `labels` and
+    /// `annotations`; the image reference (ID) the runtime answers.
+    pub async fn pull_image(
+        &self,
+        image: &str,
+        credentials: Option<&Credentials>,
+        labels: std::collections::HashMap<String, String>,
+        annotations: std::collections::HashMap<String, String>,
+    ) -> Result<String, Error> {
+        let request = v1::PullImageRequest {
+            image: Some(image_spec(image)),
+            auth: credentials.map(|c| v1::AuthConfig {
+                username: c.username.clone(),
+                password: c.password.clone(),
+                ..Default::default()
+            }),
+            sandbox_config: Some(v1::PodSandboxConfig {
+                labels,
+                annotations,
+                ..Default::default()
+            }),
+        };
+        let pulled = self.images.clone().pull_image(request).await?.into_inner();
+        Ok(pulled.image_ref)
+    }
+}
+
+fn image_spec(image: &str) -> v1::ImageSpec {
+    v1::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Whether `a` and `b` name the same image once Docker Hub's defaults are filled in
+/// (`nginx:1` is `docker.io/library/nginx:1`, how containerd lists it).
+pub fn same_reference(a: &str, b: &str) -> bool {
+    normalize(a) == normalize(b)
+}
+
+/// `name[:tag]` with the registry and `library/` of Docker Hub made explicit and
+/// `:latest` added when there is neither tag nor digest.
+pub fn normalize(image: &str) -> String {
+    let (registry, rest) = crate::auth::split_registry(image);
+    let rest = if registry == crate::auth::DOCKER_HUB && !rest.contains('/') {
+        format!("library/{rest}")
+    } else {
+        rest.to_string()
+    };
+    let last = rest.rsplit('/').next().unwrap_or_default();
+    let tagged = last.contains(':') || last.contains('@');
+    let suffix = if tagged { "" } else { ":latest" };
+    format!("{registry}/{rest}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_socket_wins_and_loses_its_scheme() {
+        let dir = Path::new("/nonexistent");
+        assert_eq!(
+            discover_socket(Some("unix:///run/x.sock"), dir).unwrap(),
+            PathBuf::from("/run/x.sock")
+        );
+        assert!(matches!(
+            discover_socket(None, dir),
+            Err(Error::NoSocket(_))
+        ));
+        assert!(matches!(
+            discover_socket(Some(""), dir),
+            Err(Error::NoSocket(_))
+        ));
+    }
+
+    #[test]
+    fn discovery_follows_upstream_order() {
+        let dir = std::env::temp_dir().join(format!("cri-discovery-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("crio")).unwrap();
+        std::fs::write(dir.join("crio/crio.sock"), "").unwrap();
+        assert_eq!(
+            discover_socket(None, &dir).unwrap(),
+            dir.join("crio/crio.sock")
+        );
+        std::fs::create_dir_all(dir.join("containerd")).unwrap();
+        std::fs::write(dir.join("containerd/containerd.sock"), "").unwrap();
+        assert_eq!(
+            discover_socket(None, &dir).unwrap(),
+            dir.join("containerd/containerd.sock")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn references_normalize_like_containerd() {
+        assert_eq!(normalize("nginx"), "docker.io/library/nginx:latest");
+        assert_eq!(normalize("nginx:1.9.1"), "docker.io/library/nginx:1.9.1");
+        assert_eq!(normalize("org/app:2"), "docker.io/org/app:2");
+        assert_eq!(
+            normalize("127.0.0.1:15000/kruise-rs/busybox:1"),
+            "127.0.0.1:15000/kruise-rs/busybox:1"
+        );
+        assert_eq!(
+            normalize("127.0.0.1:15000/kruise-rs/busybox"),
+            "127.0.0.1:15000/kruise-rs/busybox:latest"
+        );
+        assert!(same_reference("docker.io/library/nginx:1", "nginx:1"));
+        assert!(!same_reference("nginx:1", "nginx:2"));
+    }
+}

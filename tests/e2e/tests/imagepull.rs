@@ -1,0 +1,933 @@
+//! Image pre-pulling: `imagepulljob-ctl` (NodeImage per node, ImagePullJob,
+//! ImageListPullJob) and the node agent `daemon-agent` pulling through the CRI.
+//!
+//! - on the real node `real-0` (opt-in like realnode.rs; skipped with a message on a
+//!   cluster without it, a failure under KRUISE_E2E_REAL_NODE=1): one test, so that only
+//!   one agent serves the node: a job pulls a freshly pushed tag of the local registry
+//!   into containerd (listed by the runtime, its imageID in the NodeImage status, the job
+//!   Succeeded and deleted after its TTL); a missing tag fails with the runtime's message
+//!   and failedNodes; a Pod using the pulled image starts without a pull; the node's
+//!   NodeImage, deleted, comes back;
+//! - on the kwok nodes (no runtime): admission; NodeImages for the nodes, a NodeImage of
+//!   no node deleted and a fake one kept; a job without an agent stays active until its
+//!   deadline fails it, and its tag is pruned once the job is gone; an ImageListPullJob's
+//!   children and their aggregated status (the agent's status written by the test).
+
+use std::time::Duration;
+
+use daemon_agent::{AgentConfig, cri::Cri};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kruise_api::apps_v1alpha1::{
+    ImageListPullJob, ImagePullJob, ImagePullPhase, ImageTagStatus, NodeImage,
+};
+use kruise_api::keys;
+use kruise_e2e::{RunningController, TestNamespace, events_in, wait_for};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const REAL_NODE: &str = "real-0";
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn start_controller(ns: &TestNamespace) -> RunningController {
+    let ctl = RunningController::start(
+        imagepulljob_ctl::IDENTITY,
+        &ns.name,
+        "",
+        imagepulljob_ctl::run,
+    )
+    .await;
+    // Validation only: wait until the apiserver calls it (a dry-run of an invalid job is
+    // denied with our message).
+    let api: Api<ImagePullJob> = ns.api();
+    let probe: ImagePullJob = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob",
+        "metadata": {"name": "probe"}, "spec": {"image": "nginx:1", "parallelism": "10%"}
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("the apiserver to call the webhook", MINUTE, || async {
+        match api.create(&dry_run, &probe).await {
+            Err(e) if e.to_string().contains("percentage") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    ctl
+}
+
+fn job_yaml(name: &str, image: &str, node: &str, extra: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ImagePullJob
+metadata:
+  name: {name}
+spec:
+  image: {image}
+  parallelism: 10
+  selector:
+    names: [{node}]
+{extra}
+"#
+    )
+}
+
+async fn job_status(
+    ns: &TestNamespace,
+    name: &str,
+) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
+    ns.api::<ImagePullJob>()
+        .get(name)
+        .await
+        .expect("get job")
+        .status
+        .unwrap_or_default()
+}
+
+async fn wait_job(
+    ns: &TestNamespace,
+    name: &str,
+    what: &str,
+    check: impl Fn(&kruise_api::apps_v1alpha1::ImagePullJobStatus) -> bool,
+) -> kruise_api::apps_v1alpha1::ImagePullJobStatus {
+    wait_for(&format!("{name}: {what}"), MINUTE, || async {
+        let s = job_status(ns, name).await;
+        if check(&s) {
+            Ok(s)
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await
+}
+
+fn tag_status(ni: &NodeImage, name: &str, tag: &str) -> Option<ImageTagStatus> {
+    ni.status
+        .as_ref()?
+        .image_statuses
+        .get(name)?
+        .tags
+        .iter()
+        .find(|t| t.tag == tag)
+        .cloned()
+}
+
+/// Pushes a new image `kruise-rs/busybox:<tag>` to the local registry: busybox:1's layers
+/// (same repository, so the blobs are there) with a config labelled with the tag, so its
+/// image ID is new too (an in-place update to an image with the same ID is not one).
+/// Through curl, like node.sh.
+async fn push_tag(registry: &str, tag: &str) {
+    let (registry, tag) = (registry.to_string(), tag.to_string());
+    tokio::task::spawn_blocking(move || {
+        let repo = format!("http://{registry}/v2/kruise-rs/busybox");
+        let curl = |args: &[&str], body: Option<&[u8]>| -> Vec<u8> {
+            use std::io::Write;
+            let mut child = std::process::Command::new("curl")
+                .args(["-sSf"])
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("curl");
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(body.unwrap_or_default())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "curl {args:?}");
+            out.stdout
+        };
+        let accept = "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+        let manifest_url = format!("{repo}/manifests/1");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&curl(&["-H", accept, &manifest_url], None)).unwrap();
+        let media_type = manifest["mediaType"].as_str().unwrap().to_string();
+        let config_url = format!("{repo}/blobs/{}", manifest["config"]["digest"].as_str().unwrap());
+        let mut config: serde_json::Value =
+            serde_json::from_slice(&curl(&["-L", &config_url], None)).unwrap();
+        config["config"]["Labels"]["e2e.kruise.io/tag"] = json!(tag);
+        let config = serde_json::to_vec(&config).unwrap();
+        let digest = {
+            let out = std::process::Command::new("sha256sum")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    c.stdin.take().unwrap().write_all(&config)?;
+                    c.wait_with_output()
+                })
+                .expect("sha256sum");
+            format!("sha256:{}", String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap())
+        };
+        // A monolithic upload: POST for a location, PUT the bytes with their digest.
+        let headers = String::from_utf8(curl(
+            &["-X", "POST", "-D", "-", "-o", "/dev/null", &format!("{repo}/blobs/uploads/")],
+            None,
+        ))
+        .unwrap();
+        let location = headers
+            .lines()
+            .find_map(|l| l.strip_prefix("Location: ").or_else(|| l.strip_prefix("location: ")))
+            .expect("upload location")
+            .trim()
+            .to_string();
+        let location = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{registry}{location}")
+        };
+        let sep = if location.contains('?') { '&' } else { '?' };
+        curl(
+            &[
+                "-X",
+                "PUT",
+                "-H",
+                "Content-Type: application/octet-stream",
+                "--data-binary",
+                "@-",
+                &format!("{location}{sep}digest={digest}"),
+            ],
+            Some(&config),
+        );
+        manifest["config"]["digest"] = json!(digest);
+        manifest["config"]["size"] = json!(config.len());
+        curl(
+            &[
+                "-X",
+                "PUT",
+                "-H",
+                &format!("Content-Type: {media_type}"),
+                "--data-binary",
+                "@-",
+                &format!("{repo}/manifests/{tag}"),
+            ],
+            Some(&serde_json::to_vec(&manifest).unwrap()),
+        );
+    })
+    .await
+    .unwrap();
+}
+
+/// The real node's registry and containerd socket (node.sh's annotations), or `None`
+/// after saying why.
+async fn real_node() -> Option<(String, String)> {
+    let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
+    let Some(node) = nodes.get_opt(REAL_NODE).await.expect("get node") else {
+        let why = format!("no node {REAL_NODE}: the real node is opt-in (`make up-real`)");
+        if std::env::var("KRUISE_E2E_REAL_NODE").is_ok_and(|v| v == "1") {
+            panic!("{why}");
+        }
+        eprintln!("skipped: {why}");
+        return None;
+    };
+    let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
+    Some((
+        annotation("node.kruise.io/registry"),
+        annotation("node.kruise.io/containerd-socket"),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn real_node_pulls_images_for_jobs() {
+    let Some((registry, socket)) = real_node().await else {
+        return;
+    };
+    // This test runs its own controllers (the CloneSet one with the pre-download gate):
+    // after `make deploy-local` two would act on the same objects.
+    let deployed: Api<Pod> = Api::namespaced(kruise_e2e::client().await, "kruise-system");
+    let selector = "app.kubernetes.io/component=controller,app.kubernetes.io/name in (cloneset-controller,imagepulljob-controller)";
+    let list = deployed
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .expect("list kruise-system Pods");
+    if !list.items.is_empty() {
+        eprintln!(
+            "skipped: controllers of `make deploy-local` are deployed; this test runs its own"
+        );
+        return;
+    }
+    let ns = TestNamespace::new("imagepull-real").await;
+    let _ctl = start_controller(&ns).await;
+    let config = AgentConfig {
+        node_name: REAL_NODE.into(),
+        socket: socket.clone().into(),
+        max_concurrent_pulls: None,
+    };
+    let _agent = RunningController::start(daemon_agent::IDENTITY, &ns.name, "", move |rt| {
+        daemon_agent::run_agent(rt, config)
+    })
+    .await;
+    let node_images: Api<NodeImage> = Api::all(ns.client.clone());
+    wait_for("NodeImage real-0", MINUTE, || async {
+        node_images
+            .get_opt(REAL_NODE)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "absent".to_string())
+    })
+    .await;
+
+    // A tag the runtime has never seen.
+    let tag = format!("prepull-{}", ns.name.rsplit('-').next().unwrap());
+    push_tag(&registry, &tag).await;
+    let name = format!("{registry}/kruise-rs/busybox");
+    let image = format!("{name}:{tag}");
+    let cri = Cri::connect(std::path::Path::new(&socket)).unwrap();
+    assert_eq!(
+        cri.find_image(&image).await.unwrap(),
+        None,
+        "not pulled yet"
+    );
+
+    ns.apply(&job_yaml(
+        "job-with-always",
+        &image,
+        REAL_NODE,
+        "  completionPolicy:\n    type: Always\n    activeDeadlineSeconds: 120\n    ttlSecondsAfterFinished: 8\n  pullPolicy:\n    backoffLimit: 3\n    timeoutSeconds: 60",
+    ))
+    .await
+    .unwrap();
+    let status = wait_job(&ns, "job-with-always", "succeeded 1", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!(
+        (
+            status.desired,
+            status.succeeded,
+            status.failed,
+            status.active
+        ),
+        (1, 1, 0, 0),
+        "{status:?}"
+    );
+    assert_eq!(status.message, "job has completed");
+    // In containerd now, with the ID the NodeImage reports.
+    let pulled = cri
+        .find_image(&image)
+        .await
+        .unwrap()
+        .expect("pulled into containerd");
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let pulled_status = tag_status(&ni, &name, &tag).expect("tag status");
+    assert_eq!(pulled_status.phase, ImagePullPhase::Succeeded);
+    assert_eq!(pulled_status.progress, 100);
+    assert_eq!(pulled_status.image_id, format!("{name}@{}", pulled.id));
+    assert!(pulled_status.completion_time.is_some());
+    let events = events_in(&ns, "job-with-always").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == keys::EVENT_PULL_IMAGE_SUCCEED && e.note.contains(&image)),
+        "{events:?}"
+    );
+
+    // A Pod with that image starts without pulling it.
+    ns.apply(&format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: warm
+spec:
+  nodeSelector:
+    node.kruise.io/real: "true"
+  tolerations:
+  - key: node.kruise.io/real
+    operator: Exists
+    effect: NoSchedule
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+"#
+    ))
+    .await
+    .unwrap();
+    wait_for("warm Running", MINUTE, || async {
+        let pod = ns
+            .api::<Pod>()
+            .get("warm")
+            .await
+            .map_err(|e| e.to_string())?;
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        if phase.as_deref() == Some("Running") {
+            Ok(())
+        } else {
+            Err(format!("{phase:?}"))
+        }
+    })
+    .await;
+    let events = events_in(&ns, "warm").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason == "Pulled" && e.note.contains("already present on machine")),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(|e| e.reason == "Pulling"), "{events:?}");
+
+    // A tag the registry does not have: Failed with the runtime's message.
+    let missing = format!("{name}:missing-{tag}");
+    ns.apply(&job_yaml(
+        "missing",
+        &missing,
+        REAL_NODE,
+        "  pullPolicy:\n    backoffLimit: 0\n    timeoutSeconds: 30",
+    ))
+    .await
+    .unwrap();
+    let status = wait_job(&ns, "missing", "failed 1", |s| s.completion_time.is_some()).await;
+    assert_eq!((status.succeeded, status.failed), (0, 1), "{status:?}");
+    assert_eq!(status.failed_nodes, [REAL_NODE]);
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let failed = tag_status(&ni, &name, &format!("missing-{tag}")).expect("tag status");
+    assert_eq!(failed.phase, ImagePullPhase::Failed);
+    assert!(failed.message.contains("not found"), "{}", failed.message);
+
+    // ttlSecondsAfterFinished: 8 deletes the first job.
+    wait_for("job-with-always deleted after its TTL", MINUTE, || async {
+        match ns.api::<ImagePullJob>().get_opt("job-with-always").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|j| j.map(|j| j.status)))),
+        }
+    })
+    .await;
+
+    cloneset_predownload_pulls_before_the_in_place_update(&ns, &registry, &cri).await;
+
+    // The node's NodeImage, deleted, comes back.
+    let uid = ni.uid();
+    node_images
+        .delete(REAL_NODE, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("NodeImage real-0 recreated", MINUTE, || async {
+        match node_images.get_opt(REAL_NODE).await {
+            Ok(Some(n)) if n.uid() != uid => Ok(()),
+            other => Err(format!("{:?}", other.map(|n| n.map(|n| n.uid())))),
+        }
+    })
+    .await;
+}
+
+/// CloneSet pre-download (gate PreDownloadImageForInPlaceUpdate) on the real node: the
+/// CloneSet controller creates the ImagePullJob for its Pods' node, the agent pulls the new
+/// image, and the in-place update that follows finds it present.
+async fn cloneset_predownload_pulls_before_the_in_place_update(
+    ns: &TestNamespace,
+    registry: &str,
+    cri: &Cri,
+) {
+    let _cloneset = RunningController::start(
+        cloneset_ctl::IDENTITY,
+        &ns.name,
+        "PreDownloadImageForInPlaceUpdate=true",
+        cloneset_ctl::run,
+    )
+    .await;
+    let tag = format!("pre-{}", ns.name.rsplit('-').next().unwrap());
+    push_tag(registry, &tag).await;
+    let old = format!("{registry}/kruise-rs/busybox:1");
+    let new = format!("{registry}/kruise-rs/busybox:{tag}");
+    let cloneset = |image: &str, partition: i32| {
+        format!(
+            r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      nodeSelector:
+        node.kruise.io/real: "true"
+      tolerations:
+      - key: node.kruise.io/real
+        operator: Exists
+        effect: NoSchedule
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: main
+        image: {image}
+  updateStrategy:
+    type: InPlaceIfPossible
+    partition: {partition}
+"#
+        )
+    };
+    // The CloneSet webhook answers once its defaults show up on a dry run.
+    let api: Api<kruise_api::apps_v1alpha1::CloneSet> = ns.api();
+    let probe = serde_saphyr::from_str(&cloneset(&old, 4)).unwrap();
+    kruise_e2e::wait_webhook_effective(&api, &probe, |cs: &kruise_api::apps_v1alpha1::CloneSet| {
+        cs.spec.revision_history_limit.is_some()
+    })
+    .await;
+    ns.apply(&cloneset(&old, 4)).await.unwrap();
+    let pods = || async {
+        kruise_e2e::pods_with(ns, "app=web")
+            .await
+            .into_iter()
+            .filter(kruise_e2e::is_ready)
+            .count()
+    };
+    wait_for(
+        "4 Pods of web Ready on the real node",
+        2 * MINUTE,
+        || async {
+            match pods().await {
+                4 => Ok(()),
+                n => Err(format!("{n} ready")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(cri.find_image(&new).await.unwrap(), None, "not pulled yet");
+    // The new image with partition 4: no Pod is updated, the image is pre-downloaded.
+    ns.apply(&cloneset(&new, 4)).await.unwrap();
+    let job = wait_for(
+        "the pre-download ImagePullJob succeeded",
+        2 * MINUTE,
+        || async {
+            let jobs = ns
+                .api::<ImagePullJob>()
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let job = jobs
+                .items
+                .into_iter()
+                .find(|j| j.spec.image == new)
+                .ok_or("no job for the new image")?;
+            match &job.status {
+                Some(s) if s.succeeded == 1 => Ok(job),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(job.owner_references()[0].kind, "CloneSet");
+    assert!(job.spec.template.pod_selector.is_some());
+    assert!(
+        cri.find_image(&new).await.unwrap().is_some(),
+        "pre-downloaded into containerd"
+    );
+    // The in-place update then finds the image on the node.
+    ns.apply(&cloneset(&new, 0)).await.unwrap();
+    wait_for("web's Pods updated in place", 2 * MINUTE, || async {
+        let pods = kruise_e2e::pods_with(ns, "app=web").await;
+        let updated = pods
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.first())
+                    .is_some_and(|c| c.image == new && c.restart_count == 1 && c.ready)
+            })
+            .count();
+        if updated == 4 {
+            Ok(())
+        } else {
+            Err(format!("{updated} of {} updated", pods.len()))
+        }
+    })
+    .await;
+    let pod = kruise_e2e::pods_with(ns, "app=web").await.remove(0);
+    let events = events_in(ns, &pod.name_any()).await;
+    assert!(
+        events.iter().any(|e| e.reason == "Pulled"
+            && e.note.contains(&new)
+            && e.note.contains("already present on machine")),
+        "{events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_rejects_bad_jobs_naming_the_field() {
+    let ns = TestNamespace::new("imagepull-admission").await;
+    let _ctl = start_controller(&ns).await;
+    let err = ns
+        .apply(&job_yaml(
+            "both",
+            "nginx:1.9.1",
+            "node-1",
+            "    matchLabels:\n      node-type: xxx",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("spec.selector") && err.contains("can not set both names and labelSelector"),
+        "{err}"
+    );
+    let err = ns
+        .apply(&job_yaml(
+            "deadline",
+            "nginx:1.9.1",
+            "node-1",
+            "  completionPolicy:\n    activeDeadlineSeconds: 200\n  pullPolicy:\n    timeoutSeconds: 300",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains(
+            "completionPolicy.activeDeadlineSeconds must be greater than pullPolicy.timeoutSeconds"
+        ),
+        "{err}"
+    );
+    ns.apply(&job_yaml(
+        "ok",
+        "nginx:1.9.1",
+        "node-1",
+        "  pullSecrets: [a]",
+    ))
+    .await
+    .unwrap();
+    let err = ns
+        .apply(&job_yaml(
+            "ok",
+            "nginx:1.9.1",
+            "node-1",
+            "  pullSecrets: [b]",
+        ))
+        .await
+        .unwrap_err();
+    assert!(err.contains("spec.pullSecrets is immutable"), "{err}");
+}
+
+/// A NodeImage of no node, labelled fake so the controller keeps it: the test's own
+/// "node" for jobs that must not touch the shared kwok nodes' NodeImages.
+async fn fake_node_image(ns: &TestNamespace, name: &str) -> Api<NodeImage> {
+    let api: Api<NodeImage> = Api::all(ns.client.clone());
+    let ni: NodeImage = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodeImage",
+        "metadata": {"name": name, "labels": {keys::FAKE_NODEIMAGE: "true", "e2e.kruise.io/owner": ns.name}},
+        "spec": {}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &ni).await.unwrap();
+    api
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_images_follow_nodes_and_jobs_without_agent_time_out() {
+    let ns = TestNamespace::new("imagepull-kwok").await;
+    let _ctl = start_controller(&ns).await;
+    let all: Api<NodeImage> = Api::all(ns.client.clone());
+    // Every shared kwok node has its NodeImage, labelled like the node.
+    wait_for("NodeImages of the kwok nodes", MINUTE, || async {
+        let nodes: Api<Node> = Api::all(ns.client.clone());
+        let kwok = nodes
+            .list(&kube::api::ListParams::default().labels("type=kwok"))
+            .await
+            .map_err(|e| e.to_string())?;
+        for node in kwok {
+            let ni = all
+                .get_opt(&node.name_any())
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no NodeImage {}", node.name_any()))?;
+            if ni.labels() != node.labels() {
+                return Err(format!("labels of {}: {:?}", node.name_any(), ni.labels()));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    // A NodeImage of no node goes; a fake one stays.
+    let fake = format!("{}-fake", ns.name);
+    fake_node_image(&ns, &fake).await;
+    let ghost = format!("{}-ghost", ns.name);
+    let ni: NodeImage = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodeImage",
+        "metadata": {"name": ghost}, "spec": {}
+    }))
+    .unwrap();
+    all.create(&PostParams::default(), &ni).await.unwrap();
+    wait_for("the NodeImage of no node deleted", MINUTE, || async {
+        match all.get_opt(&ghost).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|n| n.is_some()))),
+        }
+    })
+    .await;
+
+    // No agent serves the fake node: the job stays active until its deadline.
+    ns.apply(&job_yaml(
+        "no-agent",
+        "nginx:1.9.1",
+        &fake,
+        "  completionPolicy:\n    activeDeadlineSeconds: 4\n  pullPolicy:\n    timeoutSeconds: 2",
+    ))
+    .await
+    .unwrap();
+    let active = wait_job(&ns, "no-agent", "active 1", |s| s.active == 1).await;
+    assert_eq!(active.desired, 1);
+    assert_eq!(active.message, "job is running, progress 0.0%");
+    let ni = all.get(&fake).await.unwrap();
+    let tag = &ni.spec.images["nginx"].tags[0];
+    assert_eq!(tag.tag, "1.9.1");
+    assert_eq!(tag.owner_references[0].name.as_deref(), Some("no-agent"));
+    assert_eq!(
+        tag.pull_policy.as_ref().unwrap().active_deadline_seconds,
+        Some(4)
+    );
+    let failed = wait_job(&ns, "no-agent", "failed by its deadline", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!((failed.failed, failed.active), (1, 0));
+    assert_eq!(failed.message, "job exceeds activeDeadlineSeconds");
+    assert_eq!(failed.failed_nodes, std::slice::from_ref(&fake));
+    // Gone with its job, the tag is pruned from the NodeImage (the fake one is kept).
+    ns.api::<ImagePullJob>()
+        .delete("no-agent", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the job's tag pruned", MINUTE, || async {
+        let ni = all.get(&fake).await.map_err(|e| e.to_string())?;
+        if ni.spec.images.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{:?}", ni.spec))
+        }
+    })
+    .await;
+    all.delete(&fake, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_list_pull_job_aggregates_its_children() {
+    let ns = TestNamespace::new("imagepull-list").await;
+    let _ctl = start_controller(&ns).await;
+    let fake = format!("{}-fake", ns.name);
+    let node_images = fake_node_image(&ns, &fake).await;
+    ns.apply(&format!(
+        r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: ImageListPullJob
+metadata:
+  name: warm-up
+spec:
+  images: [nginx:1.9.1, busybox:1.36]
+  parallelism: 2
+  selector:
+    names: [{fake}]
+  completionPolicy:
+    type: Always
+"#
+    ))
+    .await
+    .unwrap();
+    let children = wait_for("two child ImagePullJobs", MINUTE, || async {
+        let list = ns
+            .api::<ImagePullJob>()
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if list.items.len() == 2 {
+            Ok(list.items)
+        } else {
+            Err(format!("{}", list.items.len()))
+        }
+    })
+    .await;
+    for child in &children {
+        assert!(child.name_any().starts_with("warm-up-"));
+        assert_eq!(child.owner_references()[0].name, "warm-up");
+    }
+    // Both tags written into the node; the test answers as the agent would: nginx
+    // Succeeded, busybox Failed.
+    let ni = wait_for("both tags on the NodeImage", MINUTE, || async {
+        let ni = node_images.get(&fake).await.map_err(|e| e.to_string())?;
+        if ni.spec.images.len() == 2 {
+            Ok(ni)
+        } else {
+            Err(format!("{:?}", ni.spec))
+        }
+    })
+    .await;
+    let mut status =
+        json!({"desired": 2, "succeeded": 1, "failed": 1, "pulling": 0, "imageStatuses": {}});
+    for (name, image) in &ni.spec.images {
+        let tag = &image.tags[0];
+        let phase = if name == "nginx" {
+            "Succeeded"
+        } else {
+            "Failed"
+        };
+        status["imageStatuses"][name] = json!({"tags": [{
+            "tag": tag.tag, "phase": phase, "version": tag.version,
+            // Now: a completion in the past beyond the tag's TTL gets the tag pruned.
+            "completionTime": jiff::Timestamp::now().to_string(),
+        }]});
+    }
+    node_images
+        .patch_status(
+            &fake,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap();
+    let lists: Api<ImageListPullJob> = ns.api();
+    let done = wait_for("warm-up completed", MINUTE, || async {
+        let l = lists.get("warm-up").await.map_err(|e| e.to_string())?;
+        match l.status {
+            Some(s) if s.completion_time.is_some() => Ok(s),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert_eq!((done.desired, done.completed, done.succeeded), (2, 2, 1));
+    assert_eq!(done.failed_image_statuses.len(), 1);
+    assert_eq!(done.failed_image_statuses[0].name, "busybox:1.36");
+    assert!(
+        done.failed_image_statuses[0]
+            .message
+            .starts_with("Please check for details")
+    );
+    node_images
+        .delete(&fake, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// The agent's ServiceAccount may write the status of its own node's NodeImage only: its
+/// Pod-bound token names the node, and the ValidatingAdmissionPolicy shipped with the
+/// DaemonSet denies the others (RBAC alone cannot).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_writes_only_its_own_node_image() {
+    use k8s_openapi::api::authentication::v1::{
+        BoundObjectReference, TokenRequest, TokenRequestSpec,
+    };
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let ns = TestNamespace::new("imagepull-agent-rbac").await;
+    let _ctl = start_controller(&ns).await;
+    let dir = kruise_e2e::repo_root().join("kustomize");
+    for file in [
+        "base/namespace.yaml",
+        "controllers/daemon-agent/serviceaccount.yaml",
+        "controllers/daemon-agent/rbac.yaml",
+        "controllers/daemon-agent/own-nodeimage-policy.yaml",
+    ] {
+        let path = dir.join(file).display().to_string();
+        let (ok, _, err) =
+            kruise_e2e::kubectl_async(["apply", "-f", &path].map(String::from).to_vec(), None)
+                .await;
+        assert!(ok, "apply {file}: {err}");
+    }
+    // A Pod of the agent's ServiceAccount on a shared kwok node (it runs nothing).
+    let agent_ns = "kruise-daemon-config";
+    let pod_name = format!("{}-agent", ns.name);
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), agent_ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name},
+        "spec": {"serviceAccountName": "daemon-agent", "nodeSelector": {"type": "kwok"},
+                 "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "agent", "image": "kruise-rs/daemon-agent:0.1.0"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let node = wait_for("the agent Pod scheduled", MINUTE, || async {
+        let p = pods.get(&pod_name).await.map_err(|e| e.to_string())?;
+        p.spec
+            .and_then(|s| s.node_name)
+            .ok_or_else(|| "not scheduled".to_string())
+    })
+    .await;
+    let all: Api<NodeImage> = Api::all(ns.client.clone());
+    let other = wait_for("NodeImages of two kwok nodes", MINUTE, || async {
+        let list = all
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let names: Vec<String> = list.items.iter().map(|n| n.name_any()).collect();
+        if !names.contains(&node) {
+            return Err(format!("no NodeImage {node}: {names:?}"));
+        }
+        names
+            .into_iter()
+            .find(|n| n != &node && n.starts_with("kwok-node-"))
+            .ok_or_else(|| "no other kwok NodeImage".to_string())
+    })
+    .await;
+    let sas: Api<ServiceAccount> = Api::namespaced(ns.client.clone(), agent_ns);
+    let token = |bound: bool| {
+        let sas = sas.clone();
+        let pod_name = pod_name.clone();
+        async move {
+            let request = TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(600),
+                    bound_object_ref: bound.then(|| BoundObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: Some(pod_name),
+                        ..Default::default()
+                    }),
+                },
+                ..Default::default()
+            };
+            let created: TokenRequest = sas
+                .create_subresource("token", "daemon-agent", &PostParams::default(), &request)
+                .await
+                .expect("token request");
+            created.status.expect("token").token
+        }
+    };
+    let as_agent = |token: String| async move {
+        let mut config = kruise_e2e::kube_config().await;
+        config.auth_info = kube::config::AuthInfo {
+            token: Some(token.into()),
+            ..Default::default()
+        };
+        Api::<NodeImage>::all(kube::Client::try_from(config).unwrap())
+    };
+    let write = |api: Api<NodeImage>, name: String| async move {
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"desired": 0}})),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    let bound = as_agent(token(true).await).await;
+    // The policy takes a moment to be loaded by the apiserver.
+    wait_for("the other node's NodeImage denied", MINUTE, || async {
+        match write(bound.clone(), other.clone()).await {
+            Err(e) if e.contains("may only write the status of its own node") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    write(bound, node.clone()).await.expect("its own NodeImage");
+    let unbound = as_agent(token(false).await).await;
+    let err = write(unbound, node).await.unwrap_err();
+    assert!(
+        err.contains("may only write the status of its own node"),
+        "{err}"
+    );
+    pods.delete(&pod_name, &DeleteParams::default())
+        .await
+        .unwrap();
+}
