@@ -34,6 +34,17 @@ KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-
 # would disturb the tests running beside them. So they run alone, after the others.
 step "e2e tests: CRD conversion"
 KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads=1 conversion::
+# The real node's tests (tests/e2e/tests/realnode.rs, imagepull.rs's real_node_*) when
+# this cluster has one (`make up-real` before `make test`); a kwok-only cluster has no
+# container runtime for them to use.
+if "$(tests/cluster/cluster.sh bin)/kubectl" --kubeconfig "$root/.local/kubeconfig" \
+  get node real-0 >/dev/null 2>&1; then
+  step "e2e tests: the real node real-0"
+  KUBECONFIG="$root/.local/kubeconfig" KRUISE_E2E_REAL_NODE=1 \
+    cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode:: imagepull::real_node
+else
+  step "e2e tests: the real node: skipped (no node real-0; make up-real adds it)"
+fi
 # The short version of `make chaos` (tests/chaos/run.sh, ~90 s), on a cluster of its own:
 # the CloneSet leader killed -9 during a 30-Pod scale-out and in-place rollout, the
 # webhooks down. The full one is `make chaos`.
