@@ -2,7 +2,7 @@
 # Runs OpenKruise v1.9.0's own Ginkgo e2e suite (github.com/openkruise/kruise/test/e2e,
 # built by build.sh, never edited) against the local cluster with our controllers:
 #
-#   tests/conformance/run.sh [SUITE|all]   SUITE: cloneset sidecarset sidecarresourcespolicy
+#   tests/conformance/run.sh [SUITE...|all] SUITE: cloneset sidecarset sidecarresourcespolicy
 #                                           statefulset volumeexpansion daemonset broadcastjob
 #                                           advancedcronjob podunavailablebudget uniteddeployment
 #                                           workloadspread resourcedistribution persistentpodstate
@@ -66,13 +66,17 @@ all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansi
   broadcastjob advancedcronjob podunavailablebudget uniteddeployment workloadspread
   resourcedistribution persistentpodstate deletionprotection)
 
-case $suite in
-  all) suites=("${all_suites[@]}") ;;
-  *)
-    label_of "$suite" >/dev/null || { echo "usage: $0 [$(IFS='|'; echo "${all_suites[*]}")|all]" >&2; exit 2; }
-    suites=("$suite")
-    ;;
-esac
+# Several suites may be named at once (one controller start for all of them).
+suites=()
+for s in ${@:-$suite}; do
+  case $s in
+    all) suites+=("${all_suites[@]}") ;;
+    *)
+      label_of "$s" >/dev/null || { echo "usage: $0 [$(IFS='|'; echo "${all_suites[*]}")|all]..." >&2; exit 2; }
+      suites+=("$s")
+      ;;
+  esac
+done
 
 # Every alpha and beta gate of upstream v1.9.0 (pkg/features/kruise_features.go), i.e. what
 # AllAlpha=true,AllBeta=true turns on; EnableExternalCerts and TemplateNoDefaults stay off
