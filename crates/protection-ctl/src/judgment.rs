@@ -292,11 +292,13 @@ mod tests {
         use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let pvc = |phase: Option<&str>, deleting: bool| {
-            let mut p = PersistentVolumeClaim::default();
-            p.status = Some(PersistentVolumeClaimStatus {
-                phase: phase.map(str::to_string),
+            let mut p = PersistentVolumeClaim {
+                status: Some(PersistentVolumeClaimStatus {
+                    phase: phase.map(str::to_string),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            });
+            };
             if deleting {
                 p.metadata.deletion_timestamp = Some(Time(Default::default()));
             }
