@@ -818,5 +818,8 @@ fn a_pod_annotated_for_another_workloadspread_is_matched_by_its_node() {
     let gone = pod("cs-demo-3", Some("zone-z"), "n0", true);
     assert_eq!(membership(&gone, "ws-demo", &subsets), Membership::Fake);
     let ours = pod("cs-demo-4", Some("zone-a"), "n0", true);
-    assert_eq!(membership(&ours, "ws-demo", &subsets), Membership::Subset(0));
+    assert_eq!(
+        membership(&ours, "ws-demo", &subsets),
+        Membership::Subset(0)
+    );
 }
