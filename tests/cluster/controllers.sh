@@ -7,7 +7,8 @@
 #   controllers.sh list    print "<binary> <admin-port> <webhook-port>" per controller
 #
 # Logs: .local/logs/<binary>.log; pids: .local/run/<binary>.pid. Admin ports start at
-# 18080, webhook ports at 19443, one each per controller in the order of CONTROLLERS.
+# 18080, webhook ports at 19443, one each per controller in the order of CONTROLLERS
+# (KRUISE_CTL_ADMIN_PORT / KRUISE_CTL_WEBHOOK_PORT move the bases, for a second cluster).
 #
 # KRUISE_FEATURE_GATES (OpenKruise's gate names, `Name=true,Other=false`) is handed to
 # every controller: `make up KRUISE_FEATURE_GATES=CloneSetShortHash=true`. `make
@@ -30,7 +31,7 @@ log() { echo "controllers: $*" >&2; }
 list() {
   local i=0
   for c in "${CONTROLLERS[@]}"; do
-    echo "$c $((18080 + i)) $((19443 + i))"
+    echo "$c $((${KRUISE_CTL_ADMIN_PORT:-18080} + i)) $((${KRUISE_CTL_WEBHOOK_PORT:-19443} + i))"
     i=$((i + 1))
   done
 }

@@ -2,7 +2,11 @@
 # Runs OpenKruise v1.9.0's own Ginkgo e2e suite (github.com/openkruise/kruise/test/e2e,
 # built by build.sh, never edited) against the local cluster with our controllers:
 #
-#   tests/conformance/run.sh [cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all]
+#   tests/conformance/run.sh [SUITE...|all] SUITE: cloneset sidecarset sidecarresourcespolicy
+#                                           statefulset volumeexpansion daemonset broadcastjob
+#                                           advancedcronjob podunavailablebudget uniteddeployment
+#                                           workloadspread resourcedistribution persistentpodstate
+#                                           deletionprotection (upstream's Describe labels)
 #   FOCUS='VolumeClaimTemplate' tests/conformance/run.sh cloneset      only the specs whose full
 #                                                                       text matches (--ginkgo.focus)
 #
@@ -45,17 +49,34 @@ label_of() {
     daemonset) echo DaemonSet ;;
     broadcastjob) echo BroadcastJob ;;
     advancedcronjob) echo AdvancedCronJob ;;
+    podunavailablebudget) echo PodUnavailableBudget ;;
+    uniteddeployment) echo UnitedDeployment ;;
+    workloadspread) echo WorkloadSpread ;;
+    resourcedistribution) echo ResourceDistribution ;;
+    persistentpodstate) echo PersistentPodState ;;
+    deletionprotection) echo DeletionProtection ;;
+    sidecarresourcespolicy) echo SidecarResourcesPolicy ;;
+    volumeexpansion) echo VolumeExpansion ;;
     *) return 1 ;;
   esac
 }
 
-case $suite in
-  all) suites=(cloneset sidecarset statefulset daemonset broadcastjob advancedcronjob) ;;
-  *)
-    label_of "$suite" >/dev/null || { echo "usage: $0 [cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all]" >&2; exit 2; }
-    suites=("$suite")
-    ;;
-esac
+# Every suite one of our controllers covers, by upstream's Describe label.
+all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansion daemonset
+  broadcastjob advancedcronjob podunavailablebudget uniteddeployment workloadspread
+  resourcedistribution persistentpodstate deletionprotection)
+
+# Several suites may be named at once (one controller start for all of them).
+suites=()
+for s in ${@:-$suite}; do
+  case $s in
+    all) suites+=("${all_suites[@]}") ;;
+    *)
+      label_of "$s" >/dev/null || { echo "usage: $0 [$(IFS='|'; echo "${all_suites[*]}")|all]..." >&2; exit 2; }
+      suites+=("$s")
+      ;;
+  esac
+done
 
 # Every alpha and beta gate of upstream v1.9.0 (pkg/features/kruise_features.go), i.e. what
 # AllAlpha=true,AllBeta=true turns on; EnableExternalCerts and TemplateNoDefaults stay off

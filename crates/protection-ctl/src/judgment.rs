@@ -85,6 +85,9 @@ impl Guarded {
 pub enum Dependants {
     Replicas(i64),
     ActivePods(u64),
+    /// A Namespace without active Pods: its PersistentVolumeClaims that are `Bound` and
+    /// not being deleted (counted only once no Pod is active, as OpenKruise does).
+    BoundPvcs(u64),
     ActiveCrs(u64),
 }
 
@@ -114,6 +117,9 @@ pub fn denial(protection: Protection, dependants: Option<Dependants>) -> Option<
         (Protection::Cascading, Some(Dependants::ActivePods(n))) if n > 0 => {
             cascading("active pods", n.to_string())
         }
+        (Protection::Cascading, Some(Dependants::BoundPvcs(n))) if n > 0 => {
+            cascading("\"Bound\" status pvc", n.to_string())
+        }
         (Protection::Cascading, Some(Dependants::ActiveCrs(n))) if n > 0 => {
             cascading("active CRs", n.to_string())
         }
@@ -140,6 +146,13 @@ pub fn replicas_of(workload: Workload, object: &Value) -> i64 {
         Workload::UnitedDeployment => read("/spec/replicas").unwrap_or(0),
         Workload::DaemonSet => read("/status/currentNumberScheduled").unwrap_or(0),
     }
+}
+
+/// Whether a PVC counts against deleting its `Cascading` Namespace: `Bound` and not
+/// being deleted.
+pub fn pvc_is_bound(pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> bool {
+    pvc.metadata.deletion_timestamp.is_none()
+        && pvc.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound")
 }
 
 /// The labels of an object (JSON), and whether it has a deletionTimestamp.
@@ -256,9 +269,15 @@ mod tests {
             denial(Protection::Cascading, Some(Dependants::ActiveCrs(1))).unwrap(),
             format!("{CASCADING}active CRs 1>0")
         );
+        // OpenKruise's wording, as its e2e suite and users' scripts read it.
+        assert_eq!(
+            denial(Protection::Cascading, Some(Dependants::BoundPvcs(1))).unwrap(),
+            format!("{CASCADING}\"Bound\" status pvc 1>0")
+        );
         for none in [
             Dependants::Replicas(0),
             Dependants::ActivePods(0),
+            Dependants::BoundPvcs(0),
             Dependants::ActiveCrs(0),
         ] {
             assert_eq!(denial(Protection::Cascading, Some(none)), None);
@@ -266,6 +285,30 @@ mod tests {
         // Service and Ingress: Cascading counts nothing and blocks nothing.
         assert!(!Guarded::AlwaysOnly.counts(Protection::Cascading));
         assert_eq!(denial(Protection::Cascading, None), None);
+    }
+
+    #[test]
+    fn only_a_bound_pvc_not_being_deleted_blocks_its_namespace() {
+        use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let pvc = |phase: Option<&str>, deleting: bool| {
+            let mut p = PersistentVolumeClaim {
+                status: Some(PersistentVolumeClaimStatus {
+                    phase: phase.map(str::to_string),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            if deleting {
+                p.metadata.deletion_timestamp = Some(Time(Default::default()));
+            }
+            p
+        };
+        assert!(pvc_is_bound(&pvc(Some("Bound"), false)));
+        assert!(!pvc_is_bound(&pvc(Some("Bound"), true)));
+        assert!(!pvc_is_bound(&pvc(Some("Pending"), false)));
+        assert!(!pvc_is_bound(&pvc(Some("Lost"), false)));
+        assert!(!pvc_is_bound(&pvc(None, false)));
     }
 
     #[test]
@@ -439,13 +482,14 @@ mod tests {
         #[test]
         fn a_refusal_says_which_label_and_why(
             cascading in any::<bool>(),
-            which in 0u8..3,
+            which in 0u8..4,
             n in 0u64..10_000,
         ) {
             let protection = if cascading { Protection::Cascading } else { Protection::Always };
             let dependants = match which {
                 0 => Dependants::Replicas(n as i64),
                 1 => Dependants::ActivePods(n),
+                2 => Dependants::BoundPvcs(n),
                 _ => Dependants::ActiveCrs(n),
             };
             match denial(protection, Some(dependants)) {

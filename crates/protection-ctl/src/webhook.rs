@@ -19,7 +19,7 @@ use std::fmt::Debug;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhook, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kruise_api::keys;
 use kruise_runtime::webhook::config::{
@@ -119,7 +119,10 @@ async fn count(
 ) -> Result<Dependants, Error> {
     Ok(match guarded {
         Guarded::Workload(workload) => Dependants::Replicas(judgment::replicas_of(workload, old)),
-        Guarded::Namespace => Dependants::ActivePods(active_pods(client, name).await?),
+        Guarded::Namespace => match active_pods(client, name).await? {
+            0 => Dependants::BoundPvcs(bound_pvcs(client, name).await?),
+            pods => Dependants::ActivePods(pods),
+        },
         Guarded::CustomResourceDefinition => Dependants::ActiveCrs(active_crs(client, old).await?),
         // Guarded::counts never asks for these.
         Guarded::AlwaysOnly => Dependants::Replicas(0),
@@ -131,6 +134,30 @@ async fn active_pods(client: &Client, namespace: &str) -> Result<u64, Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed");
     count_live(&api, lp, format!("the Pods of namespace {namespace}")).await
+}
+
+/// The namespace's PersistentVolumeClaims that are `Bound` and not being deleted. PVCs
+/// have no field selector on their phase, so whole objects are listed (a PVC holds no
+/// secret data) and filtered here.
+async fn bound_pvcs(client: &Client, namespace: &str) -> Result<u64, Error> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let mut lp = ListParams::default().limit(500);
+    let mut bound = 0;
+    loop {
+        let page = api.list(&lp).await.map_err(|source| Error::List {
+            what: format!("the PersistentVolumeClaims of namespace {namespace}"),
+            source,
+        })?;
+        bound += page
+            .items
+            .iter()
+            .filter(|pvc| judgment::pvc_is_bound(pvc))
+            .count() as u64;
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+            _ => return Ok(bound),
+        }
+    }
 }
 
 /// The CRD's custom resources, in any namespace, not being deleted.

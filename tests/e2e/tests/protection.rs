@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, kubectl_async, wait_for};
@@ -189,6 +189,34 @@ async fn namespace_cascading() {
         }
     })
     .await;
+    // A Bound PVC blocks too, once no Pod is active (OpenKruise's check, and its e2e
+    // suite's); one being deleted does not.
+    ns.apply(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests:\n      storage: 1Mi\n",
+    )
+    .await
+    .unwrap();
+    let pvcs: Api<PersistentVolumeClaim> = ns.api();
+    wait_for("the PVC Bound", Duration::from_secs(30), || async {
+        let phase = pvcs
+            .get("data")
+            .await
+            .map_err(|e| e.to_string())?
+            .status
+            .and_then(|s| s.phase);
+        if phase.as_deref() == Some("Bound") {
+            Ok(())
+        } else {
+            Err(format!("{phase:?}"))
+        }
+    })
+    .await;
+    refused(
+        &["namespace", &ns.name],
+        &format!("{CASCADING}\"Bound\" status pvc 1>0"),
+    )
+    .await;
+    pvcs.delete("data", &DeleteParams::default()).await.unwrap();
     label(&["service/probe", "-n", &ns.name], None).await;
     deleted(&["namespace", &ns.name]).await;
     let namespaces: Api<Namespace> = Api::all(ns.client.clone());

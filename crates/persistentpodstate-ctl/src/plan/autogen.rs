@@ -98,11 +98,24 @@ pub enum AutogenAction {
 /// Create when asked and missing; update the spec of ours when it differs; delete ours
 /// when no longer asked for. A PPS of the same name that this StatefulSet does not
 /// control (a user's explicit one) is never touched.
+///
+/// The annotations own only the fields they express: `persistentPodStateRetentionPolicy`
+/// has no annotation, so the value a user set on the generated PPS is kept (OpenKruise
+/// rewrites the generated spec only when an annotation changes, so a user's
+/// `WhenDeleted` survives there too; its e2e suite sets it and then scales down).
 pub fn autogen_action(wanted: Generated, existing: Option<Existing>) -> AutogenAction {
     match (wanted, existing) {
         (_, Some(e)) if e.deleting || !e.owned => AutogenAction::Nothing,
         (Generated::Spec(spec), None) => AutogenAction::Create(spec),
-        (Generated::Spec(spec), Some(e)) if *e.spec != spec => AutogenAction::UpdateSpec(spec),
+        (Generated::Spec(mut spec), Some(e)) => {
+            spec.persistent_pod_state_retention_policy =
+                e.spec.persistent_pod_state_retention_policy;
+            if *e.spec == spec {
+                AutogenAction::Nothing
+            } else {
+                AutogenAction::UpdateSpec(spec)
+            }
+        }
         (Generated::None, Some(_)) => AutogenAction::Delete,
         _ => AutogenAction::Nothing,
     }

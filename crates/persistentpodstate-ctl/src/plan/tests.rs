@@ -440,6 +440,36 @@ fn autogen_touches_only_the_pps_it_controls() {
 }
 
 #[test]
+fn autogen_keeps_the_retention_policy_a_user_set_on_the_generated_pps() {
+    let spec = seed_spec();
+    let mut edited = seed_spec();
+    edited.persistent_pod_state_retention_policy =
+        Some(PersistentPodStateRetentionPolicyType::WhenDeleted);
+    let ours = |s| {
+        Some(Existing {
+            spec: s,
+            owned: true,
+            deleting: false,
+        })
+    };
+    // Only the retention policy differs: nothing to write.
+    assert_eq!(
+        autogen_action(Generated::Spec(spec.clone()), ours(&edited)),
+        AutogenAction::Nothing
+    );
+    // An annotation change rewrites what the annotations say and keeps the policy.
+    let mut wanted = spec.clone();
+    wanted.preferred_persistent_topology.clear();
+    let mut expected = wanted.clone();
+    expected.persistent_pod_state_retention_policy =
+        Some(PersistentPodStateRetentionPolicyType::WhenDeleted);
+    assert_eq!(
+        autogen_action(Generated::Spec(wanted), ours(&edited)),
+        AutogenAction::UpdateSpec(expected)
+    );
+}
+
+#[test]
 fn group_and_kind_decide_the_target() {
     assert_eq!(
         target_kind("apps/v1", "StatefulSet"),

@@ -80,17 +80,19 @@ pub fn matched(pod: &Pod) -> Option<InjectWorkloadSpread> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Membership {
     Subset(usize),
-    /// Annotated for this WorkloadSpread but its subset is gone, or annotated for another.
+    /// Annotated for this WorkloadSpread but its subset is gone.
     Fake,
-    /// Never placed by a webhook (created before the WorkloadSpread, or while the
-    /// webhook was unreachable).
+    /// Never placed by a webhook for this WorkloadSpread (created before it, while the
+    /// webhook was unreachable, or annotated for another WorkloadSpread or no subset):
+    /// matched by its node, as OpenKruise does (`isNotMatchedWS`; its e2e spec "manage
+    /// the pods that were created before workloadspread" expects them adopted).
     Unannotated,
 }
 
 pub fn membership(pod: &Pod, ws_name: &str, subsets: &[WorkloadSpreadSubset]) -> Membership {
     match matched(pod) {
         None => Membership::Unannotated,
-        Some(m) if m.name != ws_name => Membership::Fake,
+        Some(m) if m.name != ws_name || m.subset.is_empty() => Membership::Unannotated,
         Some(m) => subsets
             .iter()
             .position(|s| s.name == m.subset)

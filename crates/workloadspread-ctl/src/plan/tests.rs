@@ -792,3 +792,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_pod_annotated_for_another_workloadspread_is_matched_by_its_node() {
+    let subsets = vec![zone_subset("zone-a", "a", None)];
+    let mut other = pod("cs-demo-1", None, "n0", true);
+    other.metadata.annotations = Some(BTreeMap::from([(
+        keys::WS_MATCHED.into(),
+        r#"{"name":"fakeWS","subset":"subset-a"}"#.into(),
+    )]));
+    assert_eq!(
+        membership(&other, "ws-demo", &subsets),
+        Membership::Unannotated
+    );
+    let mut no_subset = pod("cs-demo-2", None, "n0", true);
+    no_subset.metadata.annotations = Some(BTreeMap::from([(
+        keys::WS_MATCHED.into(),
+        r#"{"name":"ws-demo","subset":""}"#.into(),
+    )]));
+    assert_eq!(
+        membership(&no_subset, "ws-demo", &subsets),
+        Membership::Unannotated
+    );
+    // Its own annotation for a subset that is gone stays out of every subset.
+    let gone = pod("cs-demo-3", Some("zone-z"), "n0", true);
+    assert_eq!(membership(&gone, "ws-demo", &subsets), Membership::Fake);
+    let ours = pod("cs-demo-4", Some("zone-a"), "n0", true);
+    assert_eq!(
+        membership(&ours, "ws-demo", &subsets),
+        Membership::Subset(0)
+    );
+}
