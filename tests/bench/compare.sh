@@ -121,23 +121,7 @@ KRUISE_APISERVER_ARGS="--audit-policy-file $state/audit-policy.yaml --audit-log-
   "$root/tests/cluster/cluster.sh" up
 
 # kwok nodes enough for N Pods (the cluster's 4 hold 440), the same for both.
-extra_nodes=$(((pods + 199) / 200))
-for i in $(seq 0 $((extra_nodes - 1))); do
-  cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: bench-node-$i
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: bench-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
-status:
-  allocatable: {cpu: "64", memory: 512Gi, pods: "250"}
-  capacity: {cpu: "64", memory: 512Gi, pods: "250"}
-EOF
-done | kc apply -f - >/dev/null
-sleep 3
-kc taint nodes -l type=kwok node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+KUBECONFIG=$kubeconfig "$root/tests/cluster/kwok-nodes.sh" bench "$pods"
 kc create namespace kruise-system >/dev/null
 
 # --- measuring --------------------------------------------------------------------------

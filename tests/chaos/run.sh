@@ -376,23 +376,7 @@ uids() { # namespace selector -> sorted "name uid"
 }
 
 add_nodes() { # pods
-  local n=$(((${1} + 199) / 200)) i
-  for i in $(seq 0 $((n - 1))); do
-    cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: chaos-node-$i
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: chaos-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
-status:
-  allocatable: {cpu: "64", memory: 512Gi, pods: "250"}
-  capacity: {cpu: "64", memory: 512Gi, pods: "250"}
-EOF
-  done | kc apply -f - >/dev/null
-  sleep 2
-  kc taint nodes -l type=kwok node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  KUBECONFIG=$kubeconfig "$root/tests/cluster/kwok-nodes.sh" chaos "$1"
 }
 
 # A Pod with these labels would get the sidecar (a server-side dry run: nothing created).

@@ -33,8 +33,7 @@ struct Seen {
 /// Whether `now` differs from what was `before` (a workload seen for the first time, as
 /// on every (re)list, is not a change: the PUBs' own watch already covers start-up).
 fn changed(before: Option<Seen>, now: Option<Seen>) -> bool {
-    matches!((before, now), (Some(b), Some(n)) if b != n)
-        || matches!((before, now), (Some(_), None))
+    before.is_some() && before != now
 }
 
 /// Where the workloads are watched: `KRUISE_WATCH_NAMESPACE`, or everywhere.
