@@ -4,8 +4,9 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, bench-compare, conformance, fuzz, chaos, images, deploy; with the real node (opt-in,
-# root): up-real, e2e-real, deploy-local. Everything lands under .local/ (kubeconfig, logs).
+# e2e, bench, bench-compare, conformance, fuzz, chaos, images, deploy; with the real node
+# (root; make test adds it when run as root): up-real, e2e-real, deploy-local. Everything
+# lands under .local/ (kubeconfig, logs).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -91,7 +92,7 @@ images: ## one image per controller binary, FROM scratch, nothing pulled (a Dock
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images
 	@tests/images.sh
 
-up-real: deps ## the local cluster with the real node real-0 (kubelet + containerd + registry; root; opt-in, not in make test)
+up-real: deps ## the local cluster with the real node real-0 (kubelet + containerd + registries; root; make test starts it too when run as root)
 	@tests/deps.sh --real-node
 	@KRUISE_REAL_NODE=1 tests/cluster/cluster.sh up
 

@@ -49,6 +49,8 @@ if [ "${1:-}" = "--real-node" ]; then
   need runc || pkgs+=(runc)
   [ -x /usr/lib/cni/bridge ] || pkgs+=(containernetworking-plugins)
   need docker-registry || pkgs+=(docker-registry)
+  # htpasswd: the login of the node's second registry (pulls with a pull secret).
+  need htpasswd || pkgs+=(apache2-utils)
   [ -x /usr/bin/busybox ] && /usr/bin/busybox --list >/dev/null 2>&1 && ! ldd /usr/bin/busybox >/dev/null 2>&1 ||
     pkgs+=(busybox-static)
   need iptables || pkgs+=(iptables)

@@ -2,7 +2,8 @@
 # The real node `real-0` of the local cluster (opt-in: KRUISE_REAL_NODE=1 cluster.sh up,
 # or `make up-real`): a kubelet v1.33 (build-node.sh) on containerd + runc (Debian), Pod
 # networking with the CNI bridge plugin on a private /24, and a plain-http registry on
-# 127.0.0.1 that the images come from. Only Pods tolerating node.kruise.io/real=true:NoSchedule
+# 127.0.0.1 that the images come from, with a second one beside it (port + 1) that wants a
+# login (htpasswd), for pulls with a pull secret. Only Pods tolerating node.kruise.io/real=true:NoSchedule
 # land there; the kwok nodes stay the default.
 #
 #   node.sh pki     certificates the apiserver needs before it starts (cluster.sh calls it)
@@ -40,8 +41,13 @@ pod_cidr=${KRUISE_NODE_POD_CIDR:-10.89.0.0/24}
 bridge=${KRUISE_NODE_BRIDGE:-kruise0}
 node_name=real-0
 registry=127.0.0.1:$registry_port
+# The registry that wants a login: the same test images, pulled only with these
+# credentials (a local test account, bound to 127.0.0.1; the e2e tests know it).
+private_registry=127.0.0.1:$((registry_port + 1))
+private_user=kruise-e2e
+private_password=kruise-e2e-pull
 sock=$node/run/containerd.sock
-components=(registry containerd kubelet)
+components=(registry private-registry containerd kubelet)
 # The `kubernetes` Service's ClusterIP (cluster.sh: --service-cluster-ip-range 10.0.0.0/24).
 kubernetes_service_ip=10.0.0.1
 # Our iptables chain (nat): Pods reach the apiserver through the `kubernetes` Service.
@@ -106,7 +112,7 @@ wait_for() { # what timeout command...
 
 need_tools() {
   local missing=()
-  for t in containerd runc ctr buildah docker-registry busybox iptables nft; do
+  for t in containerd runc ctr buildah docker-registry htpasswd busybox iptables nft; do
     command -v "$t" >/dev/null 2>&1 || missing+=("$t")
   done
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
@@ -273,12 +279,36 @@ http:
 EOF
   pid_alive registry || start registry docker-registry serve "$node/registry.yml"
   wait_for "the registry on $registry" 30 curl -sf "http://$registry/v2/"
+
+  # distribution reads only bcrypt htpasswd files.
+  mkdir -p "$node/registry-private"
+  htpasswd -Bbn "$private_user" "$private_password" >"$node/registry-private.htpasswd"
+  cat >"$node/registry-private.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $node/registry-private
+http:
+  addr: $private_registry
+  secret: kruise-rs-local-private
+auth:
+  htpasswd:
+    realm: kruise-rs-private
+    path: $node/registry-private.htpasswd
+EOF
+  pid_alive private-registry || start private-registry docker-registry serve "$node/registry-private.yml"
+  wait_for "the registry on $private_registry" 30 curl -sf -u "$private_user:$private_password" "http://$private_registry/v2/"
 }
 
 buildah_() { buildah --storage-driver vfs --root "$node/buildah/root" --runroot "$node/buildah/run" "$@"; }
 
-has_image() { curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-  -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "http://$registry/v2/$1/manifests/$2"; }
+has_image() { # name tag [registry [curl options]]
+  curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' "${@:4}" \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "http://${3:-$registry}/v2/$1/manifests/$2"; }
 
 # Test images from Debian's static busybox, FROM scratch, nothing pulled: pause (the
 # sandbox image: a shell waiting for TERM) and busybox:1 / busybox:2 (same files but a
@@ -316,6 +346,12 @@ EOF
     buildah_ push --quiet --tls-verify=false "localhost/$name:$tag" "docker://$registry/$name:$tag"
     log "pushed $registry/$name:$tag"
   done
+  # busybox:1 again as kruise-rs/private:1, behind the login.
+  has_image kruise-rs/private 1 "$private_registry" -u "$private_user:$private_password" && return 0
+  buildah_ pull --quiet --tls-verify=false "docker://$registry/kruise-rs/busybox:1" >/dev/null
+  buildah_ push --quiet --tls-verify=false --creds "$private_user:$private_password" \
+    "$registry/kruise-rs/busybox:1" "docker://$private_registry/kruise-rs/private:1"
+  log "pushed $private_registry/kruise-rs/private:1"
 }
 
 # --- containerd ---
@@ -326,6 +362,13 @@ containerd_up() {
 server = "http://$registry"
 [host."http://$registry"]
   capabilities = ["pull", "resolve", "push"]
+  skip_verify = true
+EOF
+  mkdir -p "$node/containerd/certs.d/$private_registry"
+  cat >"$node/containerd/certs.d/$private_registry/hosts.toml" <<EOF
+server = "http://$private_registry"
+[host."http://$private_registry"]
+  capabilities = ["pull", "resolve"]
   skip_verify = true
 EOF
   cat >"$node/containerd/config.toml" <<EOF
@@ -472,7 +515,7 @@ up() {
   # not-ready taint admission put on the new Node.
   kc taint nodes "$node_name" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   kc annotate --overwrite node "$node_name" "node.kruise.io/registry=$registry" \
-    "node.kruise.io/containerd-socket=$sock" >/dev/null
+    "node.kruise.io/private-registry=$private_registry" "node.kruise.io/containerd-socket=$sock" >/dev/null
   log "$node_name Ready in $((SECONDS - started))s (node IP $ip, registry $registry, Pods $pod_cidr)"
 }
 
@@ -529,6 +572,7 @@ down() {
   restore_host_state
   rm -rf "$node/kubelet" "$node/containerd/root" "$node/containerd/state" "$node/runc" "$node/pod-logs" "$node/run"
   stop_one registry
+  stop_one private-registry
 }
 
 case "${1:-}" in
@@ -539,6 +583,7 @@ case "${1:-}" in
   env)
     echo "KRUISE_REAL_NODE_NAME=$node_name"
     echo "KRUISE_REGISTRY=$registry"
+    echo "KRUISE_PRIVATE_REGISTRY=$private_registry"
     echo "KRUISE_CONTAINERD_SOCKET=$sock"
     ;;
   *)

@@ -184,7 +184,9 @@ impl Puller {
     }
 
     /// Up to `backoffLimit + 1` attempts, each bounded by the timeout and the deadline;
-    /// the image ID on success, the last error otherwise.
+    /// the image ID on success, otherwise the last error of a pull with a credential when
+    /// there was one (the anonymous pull after it would only say "unauthorized"), else the
+    /// last error.
     async fn attempts(&self, task: &PullTask) -> Result<String, String> {
         let image = task.image();
         if task.image_pull_policy == ImagePullPolicy::IfNotPresent {
@@ -196,6 +198,7 @@ impl Puller {
         }
         let credentials = self.credentials(task).await;
         let mut last_error = String::from("pulling exceeds the activeDeadlineSeconds");
+        let mut credential_error = None;
         for attempt in 0..=task.backoff_limit {
             if attempt > 0 {
                 let wait = plan::backoff(attempt - 1);
@@ -209,7 +212,7 @@ impl Puller {
                 let Some(budget) =
                     plan::attempt_budget(task.timeout, task.deadline, Timestamp::now())
                 else {
-                    return Err(last_error);
+                    return Err(credential_error.unwrap_or(last_error));
                 };
                 let call = self.cri.pull_image(
                     &image,
@@ -227,10 +230,13 @@ impl Puller {
                         )
                     }
                 }
+                if credential.is_some() {
+                    credential_error = Some(last_error.clone());
+                }
                 tracing::debug!(%image, attempt, error = %last_error, "pull attempt failed");
             }
         }
-        Err(last_error)
+        Err(credential_error.unwrap_or(last_error))
     }
 
     /// The credentials of the tag's pull secrets that match its registry; a secret that

@@ -118,9 +118,12 @@ async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
             }
         } else {
             let secret: Secret = serde_json::from_value(body)?;
+            // A copy made meanwhile (409) is the next round's to update. A 404 means the
+            // config namespace is missing: an error, retried, never skipped, or the
+            // node would pull without the credentials and fail "unauthorized".
             match copies.create(&PostParams::default(), &secret).await {
                 Ok(_) => {}
-                Err(e) if conflict_or_gone(&e) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -7,7 +7,8 @@
 //!   into containerd (listed by the runtime, its imageID in the NodeImage status, the job
 //!   Succeeded and deleted after its TTL); a missing tag fails with the runtime's message
 //!   and failedNodes; a Pod using the pulled image starts without a pull; the node's
-//!   NodeImage, deleted, comes back;
+//!   NodeImage, deleted, comes back; an image of the registry that wants a login fails
+//!   without its pull secret and is pulled with it;
 //! - on the kwok nodes (no runtime): admission; NodeImages for the nodes, a NodeImage of
 //!   no node deleted and a fake one kept; a job without an agent stays active until its
 //!   deadline fails it, and its tag is pruned once the job is gone; an ImageListPullJob's
@@ -27,6 +28,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const REAL_NODE: &str = "real-0";
+/// The login of the real node's second registry (tests/cluster/node.sh: a local test
+/// account, bound to 127.0.0.1).
+const PRIVATE_REGISTRY_LOGIN: (&str, &str) = ("kruise-e2e", "kruise-e2e-pull");
 const MINUTE: Duration = Duration::from_secs(60);
 
 async fn start_controller(ns: &TestNamespace) -> RunningController {
@@ -215,9 +219,18 @@ async fn push_tag(registry: &str, tag: &str) {
     .unwrap();
 }
 
-/// The real node's registry and containerd socket (node.sh's annotations), or `None`
-/// after saying why.
-async fn real_node() -> Option<(String, String)> {
+/// The namespaces a deployment has (kustomize/base): `kruise-daemon-config` holds the
+/// pull secrets' copies the agent reads.
+async fn apply_base_namespaces() {
+    let path = kruise_e2e::repo_root().join("kustomize/base/namespace.yaml");
+    let args = ["apply", "-f", &path.display().to_string()].map(String::from);
+    let (ok, _, err) = kruise_e2e::kubectl_async(args.to_vec(), None).await;
+    assert!(ok, "apply kustomize/base/namespace.yaml: {err}");
+}
+
+/// The real node's registry, its registry that wants a login, and its containerd socket
+/// (node.sh's annotations), or `None` after saying why.
+async fn real_node() -> Option<(String, String, String)> {
     let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
     let Some(node) = nodes.get_opt(REAL_NODE).await.expect("get node") else {
         let why = format!("no node {REAL_NODE}: the real node is opt-in (`make up-real`)");
@@ -230,13 +243,14 @@ async fn real_node() -> Option<(String, String)> {
     let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
     Some((
         annotation("node.kruise.io/registry"),
+        annotation("node.kruise.io/private-registry"),
         annotation("node.kruise.io/containerd-socket"),
     ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn real_node_pulls_images_for_jobs() {
-    let Some((registry, socket)) = real_node().await else {
+    let Some((registry, private_registry, socket)) = real_node().await else {
         return;
     };
     // This test runs its own controllers (the CloneSet one with the pre-download gate):
@@ -254,6 +268,7 @@ async fn real_node_pulls_images_for_jobs() {
         return;
     }
     let ns = TestNamespace::new("imagepull-real").await;
+    apply_base_namespaces().await;
     let _ctl = start_controller(&ns).await;
     let config = AgentConfig {
         node_name: REAL_NODE.into(),
@@ -402,6 +417,7 @@ spec:
     })
     .await;
 
+    private_image_needs_its_pull_secret(&ns, &private_registry, &cri).await;
     cloneset_predownload_pulls_before_the_in_place_update(&ns, &registry, &cri).await;
 
     // The node's NodeImage, deleted, comes back.
@@ -417,6 +433,71 @@ spec:
         }
     })
     .await;
+}
+
+/// The node's second registry wants a login: a job without a pull secret fails with the
+/// registry's refusal; with the Secret a user makes (`kubectl create secret
+/// docker-registry`), copied for the agent, the image is pulled.
+async fn private_image_needs_its_pull_secret(ns: &TestNamespace, registry: &str, cri: &Cri) {
+    let name = format!("{registry}/kruise-rs/private");
+    let image = format!("{name}:1");
+    // Always: the runtime may hold the image from an earlier run, and IfNotPresent would
+    // then succeed without asking the registry.
+    let always =
+        "  imagePullPolicy: Always\n  pullPolicy:\n    backoffLimit: 0\n    timeoutSeconds: 30";
+    ns.apply(&job_yaml("private-anonymous", &image, REAL_NODE, always))
+        .await
+        .unwrap();
+    let status = wait_job(ns, "private-anonymous", "failed 1", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!((status.succeeded, status.failed), (0, 1), "{status:?}");
+    assert_eq!(status.failed_nodes, [REAL_NODE]);
+    let node_images: Api<NodeImage> = Api::all(ns.client.clone());
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let refused = tag_status(&ni, &name, "1").expect("tag status");
+    assert_eq!(refused.phase, ImagePullPhase::Failed);
+    assert!(
+        refused.message.to_lowercase().contains("unauthorized"),
+        "{}",
+        refused.message
+    );
+
+    let (user, password) = PRIVATE_REGISTRY_LOGIN;
+    let (ok, _, err) = kruise_e2e::kubectl(
+        &[
+            "-n",
+            &ns.name,
+            "create",
+            "secret",
+            "docker-registry",
+            "private-login",
+            &format!("--docker-server={registry}"),
+            &format!("--docker-username={user}"),
+            &format!("--docker-password={password}"),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let with_secret = format!("{always}\n  pullSecrets: [private-login]");
+    ns.apply(&job_yaml("private-login", &image, REAL_NODE, &with_secret))
+        .await
+        .unwrap();
+    let status = wait_job(ns, "private-login", "succeeded 1", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!((status.succeeded, status.failed), (1, 0), "{status:?}");
+    let pulled = cri
+        .find_image(&image)
+        .await
+        .unwrap()
+        .expect("pulled into containerd with the login");
+    let ni = node_images.get(REAL_NODE).await.unwrap();
+    let tag = tag_status(&ni, &name, "1").expect("tag status");
+    assert_eq!(tag.phase, ImagePullPhase::Succeeded);
+    assert_eq!(tag.image_id, format!("{name}@{}", pulled.id));
 }
 
 /// CloneSet pre-download (gate PreDownloadImageForInPlaceUpdate) on the real node: the
@@ -818,10 +899,10 @@ async fn agent_writes_only_its_own_node_image() {
     };
     use k8s_openapi::api::core::v1::ServiceAccount;
     let ns = TestNamespace::new("imagepull-agent-rbac").await;
+    apply_base_namespaces().await;
     let _ctl = start_controller(&ns).await;
     let dir = kruise_e2e::repo_root().join("kustomize");
     for file in [
-        "base/namespace.yaml",
         "controllers/daemon-agent/serviceaccount.yaml",
         "controllers/daemon-agent/rbac.yaml",
         "controllers/daemon-agent/own-nodeimage-policy.yaml",
