@@ -429,6 +429,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             imagepulljob_ctl::webhook::configurations(None),
             "imagepulljob-webhook",
         ),
+        (
+            "crr",
+            crr_ctl::webhook::configurations(None),
+            "containerrecreaterequest-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1458,6 +1463,40 @@ const IMAGEPULLJOB_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const CRR_CHECKS: &str = "
+    yes watch  containerrecreaterequests.apps.kruise.io                *
+    yes list   containerrecreaterequests.apps.kruise.io                default
+    yes patch  containerrecreaterequests.apps.kruise.io                default
+    yes delete containerrecreaterequests.apps.kruise.io                default
+    yes patch  containerrecreaterequests.apps.kruise.io#status         default
+    # The Pods: watched, read fresh by admission, only their status written (KruisePodReady).
+    yes watch  pods                                                    *
+    yes get    pods                                                    default
+    yes patch  pods#status                                             default
+    no  patch  pods                                                    default
+    no  update pods                                                    default
+    no  delete pods                                                    default
+    no  create pods#eviction                                           default
+    yes create events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/containerrecreaterequest-controller kruise-system
+    yes get    secrets/containerrecreaterequest-webhook-ca             kruise-system
+    yes update secrets/containerrecreaterequest-webhook-ca             kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-containerrecreaterequest-validating *
+    yes patch  mutatingwebhookconfigurations/kruise-containerrecreaterequest-mutating *
+    # Requests are the users' to create; their spec is never rewritten.
+    no  create containerrecreaterequests.apps.kruise.io                default
+    no  update containerrecreaterequests.apps.kruise.io                default
+    no  get    secrets                                                 default
+    no  list   nodes                                                   *
+    no  list   clonesets.apps.kruise.io                                default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const DAEMON_AGENT_CHECKS: &str = "
     # Its NodeImage (list/watch with a field selector on its name) and that one's status.
     yes watch  nodeimages.apps.kruise.io                               *
@@ -1479,8 +1518,20 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  delete nodeimages.apps.kruise.io                               *
     no  patch  imagepulljobs.apps.kruise.io                            default
     no  list   imagepulljobs.apps.kruise.io                            default
-    # No Pods, nodes or containers through the API (the CRI socket is local).
+    # Its node's ContainerRecreateRequests (label selector) and their status only.
+    yes watch  containerrecreaterequests.apps.kruise.io                *
+    yes list   containerrecreaterequests.apps.kruise.io                *
+    yes patch  containerrecreaterequests.apps.kruise.io#status         default
+    no  patch  containerrecreaterequests.apps.kruise.io                default
+    no  delete containerrecreaterequests.apps.kruise.io                default
+    no  create containerrecreaterequests.apps.kruise.io                default
+    # A request's Pod, one by one (its IP for an httpGet preStop hook); nothing else of
+    # Pods, nodes or containers through the API (the CRI socket is local).
+    yes get    pods                                                    default
     no  list   pods                                                    *
+    no  patch  pods                                                    default
+    no  patch  pods#status                                             default
+    no  delete pods                                                    default
     no  create pods#exec                                               default
     no  patch  nodes                                                   *
     no  get    nodes#proxy                                             *
@@ -1511,6 +1562,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
         ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
         ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
+        ("crr-ctl", CRR_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {
