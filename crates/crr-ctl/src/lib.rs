@@ -50,8 +50,7 @@ fn prune_pod(pod: &mut Pod) {
 pub fn context(runtime: &Runtime) -> Arc<Context> {
     Arc::new(Context {
         client: runtime.client.clone(),
-        crrs: runtime
-            .tolerant_cache::<ContainerRecreateRequest>(watcher::Config::default(), prune),
+        crrs: runtime.tolerant_cache::<ContainerRecreateRequest>(watcher::Config::default(), prune),
         pods: runtime.cache::<Pod>(watcher::Config::default(), prune_pod),
         reconciler: Reconciler::new(
             runtime.metrics.clone(),
@@ -75,7 +74,11 @@ fn requests_of(
         .into_iter()
         .filter(|c| c.metadata.namespace.as_deref() == ns)
         .filter(|c| Some(c.spec.pod_name.as_str()) == name)
-        .filter(|c| c.status.as_ref().is_none_or(|s| s.completion_time.is_none()))
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .is_none_or(|s| s.completion_time.is_none())
+        })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
 }
@@ -100,7 +103,8 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             let controller = r
                 .controller(&ctx.crrs, workers)
                 .watches_shared_stream(ctx.pods.subscribe(), on_pod);
-            r.run_with(controller, ctx.clone(), reconcile::reconcile).await;
+            r.run_with(controller, ctx.clone(), reconcile::reconcile)
+                .await;
         }
     };
     runtime

@@ -102,8 +102,7 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
                     .resource_version();
             }
             Action::AnnotateUnreadyAcquired(at) => {
-                let patch =
-                    json!({"metadata": {"annotations": {keys::CRR_UNREADY_ACQUIRED: at}}});
+                let patch = json!({"metadata": {"annotations": {keys::CRR_UNREADY_ACQUIRED: at}}});
                 resource_version = crrs
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                     .await?

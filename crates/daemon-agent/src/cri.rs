@@ -298,7 +298,11 @@ impl Cri {
     }
 
     /// `StopContainer(id, timeout)`: SIGTERM, then SIGKILL after `timeout_seconds`.
-    pub async fn stop_container(&self, container_id: &str, timeout_seconds: i64) -> Result<(), Error> {
+    pub async fn stop_container(
+        &self,
+        container_id: &str,
+        timeout_seconds: i64,
+    ) -> Result<(), Error> {
         self.runtime
             .clone()
             .stop_container(v1::StopContainerRequest {

@@ -17,8 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerPort, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{
-    ContainerRecreateRequest, ContainerRecreateRequestContainerRecreateState as ContainerState,
-    ContainerRecreateRequestPhase as Phase, ProbeHandler,
+    ContainerRecreateRequest, ContainerRecreateRequestPhase as Phase, ProbeHandler,
 };
 use kruise_api::keys;
 use kruise_runtime::cache::prune;
@@ -138,7 +137,8 @@ pub async fn run(runtime: Runtime, cri: Cri, node_name: String) -> Result<(), Er
         recreates: recreates_metric(&runtime.metrics.registry),
     });
     let mut changes = Box::pin(cache.subscribe());
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<(String, Option<Duration>)>();
+    let (done_tx, mut done_rx) =
+        tokio::sync::mpsc::unbounded_channel::<(String, Option<Duration>)>();
     // Per Pod (`<ns>/<pod>`): when it is due, whether a pass runs, whether it changed
     // meanwhile. One pass per Pod at a time: one request per Pod at a time.
     let mut due: BTreeMap<String, Instant> = BTreeMap::new();
@@ -256,7 +256,9 @@ impl Worker {
     }
 
     async fn complete(&self, crr: &ContainerRecreateRequest, message: &str) -> Result<(), Error> {
-        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
         self.patch_status(
             crr,
             json!({"phase": Phase::Completed, "completionTime": now, "message": message}),
@@ -327,7 +329,11 @@ impl Worker {
                         Some(o) => self.kill(&crr, &name, &o.runtime_id).await,
                         None => Err("not found container on Node".to_string()),
                     };
-                    let outcome = if result.is_ok() { "succeeded" } else { "failed" };
+                    let outcome = if result.is_ok() {
+                        "succeeded"
+                    } else {
+                        "failed"
+                    };
                     if let Some(m) = &self.recreates {
                         m.with_label_values(&[outcome]).inc();
                     }
@@ -385,9 +391,10 @@ impl Worker {
         if let Some(hook) = container.and_then(|c| c.pre_stop.as_ref()) {
             let ports = container.map(|c| c.ports.as_slice()).unwrap_or_default();
             let bound = Duration::from_secs(grace.max(1).unsigned_abs());
-            let ran = tokio::time::timeout(bound, self.pre_stop(crr, hook, ports, runtime_id, grace))
-                .await
-                .unwrap_or_else(|_| Err(format!("timed out after {grace}s")));
+            let ran =
+                tokio::time::timeout(bound, self.pre_stop(crr, hook, ports, runtime_id, grace))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("timed out after {grace}s")));
             if let Err(e) = ran {
                 // As the kubelet: a failed hook is reported, the container stopped anyway.
                 tracing::warn!(crr = %crr.name_any(), container = %name, error = %e, "preStop hook failed");
@@ -476,7 +483,8 @@ impl Worker {
     }
 
     async fn pod_ip(&self, crr: &ContainerRecreateRequest) -> Result<String, String> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &crr.namespace().unwrap_or_default());
+        let pods: Api<Pod> =
+            Api::namespaced(self.client.clone(), &crr.namespace().unwrap_or_default());
         let pod = pods
             .get(&crr.spec.pod_name)
             .await
@@ -496,7 +504,11 @@ async fn http_get(host: &str, port: u16, path: &str) -> Result<(), String> {
     let mut stream = tokio::net::TcpStream::connect((host, port))
         .await
         .map_err(|e| format!("connect {host}:{port}: {e}"))?;
-    let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
+    let path = if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("/{path}")
+    };
     stream
         .write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: kruise-daemon-agent\r\n\r\n").as_bytes())
         .await

@@ -280,7 +280,11 @@ pub enum Step {
 /// Spec §1 Daemon 4–5: walk the containers in order. Marks the Recreating ones killed
 /// (in `states`), stops at the first Recreating one with orderedRecreate, and picks the
 /// first Pending one that exists to stop (one stop per pass).
-pub fn walk(crr: &ContainerRecreateRequest, states: &mut [ContainerState], observed: &BTreeMap<String, Observed>) -> Step {
+pub fn walk(
+    crr: &ContainerRecreateRequest,
+    states: &mut [ContainerState],
+    observed: &BTreeMap<String, Observed>,
+) -> Step {
     let strategy = crr.spec.strategy_or_default();
     let ignore_failures = strategy.effective_failure_policy() == FailurePolicy::Ignore;
     let mut done = 0;

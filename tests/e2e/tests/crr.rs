@@ -226,7 +226,10 @@ async fn crr_admission_checks_and_stamps_requests() {
         .apply(&crr_yaml("no-ids", "no-ids", &["app"], ""))
         .await
         .unwrap_err();
-    assert!(err.contains("no containerID in app containerStatus"), "{err}");
+    assert!(
+        err.contains("no containerID in app containerStatus"),
+        "{err}"
+    );
     let err = ns
         .apply(&crr_yaml("nope", "no-ids", &["nope"], ""))
         .await
@@ -268,9 +271,7 @@ async fn crr_admission_checks_and_stamps_requests() {
     assert!(app.pre_stop.as_ref().unwrap().exec.is_some());
     // `kubectl get crr`: the printer columns.
     let (ok, out, err) = kruise_e2e::kubectl_async(
-        ["get", "crr", "-n", &ns.name]
-            .map(String::from)
-            .to_vec(),
+        ["get", "crr", "-n", &ns.name].map(String::from).to_vec(),
         None,
     )
     .await;
@@ -303,13 +304,15 @@ async fn crr_admission_checks_and_stamps_requests() {
         .await
         .unwrap_err();
     assert!(
-        relabel.to_string().contains("not allowed to update immutable label"),
+        relabel
+            .to_string()
+            .contains("not allowed to update immutable label"),
         "{relabel}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crr_manager_completes_when_the_pod_has_gone_and_deletes_after_ttl() {
+async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl() {
     let ns = TestNamespace::new("crr-gone").await;
     let _ctl = start_manager(&ns, "").await;
     kwok_pod(&ns, "pod-name", &["app"], true).await;
@@ -324,6 +327,34 @@ async fn crr_manager_completes_when_the_pod_has_gone_and_deletes_after_ttl() {
     // No agent serves the kwok node: the request waits, unanswered.
     let crr = get_crr(&ns, "gone").await;
     assert_eq!(crr.status.and_then(|s| s.phase), None);
+    // Another one past its activeDeadlineSeconds: completed, its containers Failed.
+    ns.apply(&crr_yaml(
+        "deadline",
+        "pod-name",
+        &["app"],
+        "  activeDeadlineSeconds: 3",
+    ))
+    .await
+    .unwrap();
+    let expired = wait_completed(&ns, "deadline", MINUTE).await;
+    let status = expired.status.unwrap();
+    assert_eq!(
+        status.message,
+        "recreating has exceeded the activeDeadlineSeconds"
+    );
+    let states: Vec<_> = status
+        .container_recreate_states
+        .iter()
+        .map(|s| (s.name.as_str(), s.phase, s.message.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [(
+            "app",
+            ContainerRecreateRequestPhase::Failed,
+            "recreating has exceeded the activeDeadlineSeconds"
+        )]
+    );
     ns.api::<Pod>()
         .delete(
             "pod-name",
@@ -486,14 +517,18 @@ spec:
     /// is Ready.
     async fn running_pod(ns: &TestNamespace, name: &str, image: &str, gated: bool) -> Pod {
         ns.apply(&pod_yaml(name, image, gated)).await.unwrap();
-        wait_for(&format!("{name}'s containers ready"), 2 * MINUTE, || async {
-            let p = pod(ns, name).await;
-            if condition(&p, "ContainersReady").as_deref() == Some("True") {
-                Ok(())
-            } else {
-                Err(format!("{:?}", p.status))
-            }
-        })
+        wait_for(
+            &format!("{name}'s containers ready"),
+            2 * MINUTE,
+            || async {
+                let p = pod(ns, name).await;
+                if condition(&p, "ContainersReady").as_deref() == Some("True") {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", p.status))
+                }
+            },
+        )
         .await;
         if gated {
             ns.api::<Pod>()
@@ -521,9 +556,11 @@ spec:
 
     async fn exec_cat(ns: &TestNamespace, pod: &str, container: &str, path: &str) -> String {
         let (ok, out, err) = kubectl_async(
-            ["exec", "-n", &ns.name, pod, "-c", container, "--", "cat", path]
-                .map(String::from)
-                .to_vec(),
+            [
+                "exec", "-n", &ns.name, pod, "-c", container, "--", "cat", path,
+            ]
+            .map(String::from)
+            .to_vec(),
             None,
         )
         .await;
@@ -582,7 +619,10 @@ spec:
             if !is_ready(&p) && still_old {
                 Ok(p)
             } else if !still_old {
-                panic!("app was stopped before the Pod was NotReady: {:?}", p.status)
+                panic!(
+                    "app was stopped before the Pod was NotReady: {:?}",
+                    p.status
+                )
             } else {
                 Err(format!("{:?}", p.status))
             }
@@ -598,7 +638,11 @@ spec:
                 .annotations()
                 .contains_key(keys::CRR_UNREADY_ACQUIRED)
         );
-        assert!(acquired.finalizers().contains(&keys::CRR_UNREADY_ACQUIRED.to_string()));
+        assert!(
+            acquired
+                .finalizers()
+                .contains(&keys::CRR_UNREADY_ACQUIRED.to_string())
+        );
 
         let done = wait_completed(&ns, "xxx", 2 * MINUTE).await;
         let took = started.elapsed();
@@ -657,5 +701,117 @@ spec:
         })
         .await;
         wait_deleted(&ns, "xxx", MINUTE).await;
+    }
+
+    /// orderedRecreate: `sidecar` is stopped only once `app`'s new container has run
+    /// `minStartedSeconds`; a second request for the same Pod stays Pending until the
+    /// first completes, then runs, and its forceRecreate stops the sidecar again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_crr_ordered_recreate_and_one_request_per_pod_at_a_time() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-real-ordered").await;
+        let (_manager, _agent) = start(&ns, &socket).await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        let before = running_pod(&ns, "two", &image, false).await;
+        ns.apply(&crr_yaml(
+            "first",
+            "two",
+            &["app", "sidecar"],
+            "  strategy:\n    orderedRecreate: true\n    minStartedSeconds: 3\n  activeDeadlineSeconds: 120",
+        ))
+        .await
+        .unwrap();
+        // forceRecreate: by the time it runs, the first has restarted the sidecar already
+        // (a higher restartCount than its status context), which alone would count as done.
+        ns.apply(&crr_yaml(
+            "second",
+            "two",
+            &["sidecar"],
+            "  strategy:\n    forceRecreate: true\n  activeDeadlineSeconds: 120",
+        ))
+        .await
+        .unwrap();
+        // Until the first completes, the second is Pending (never Recreating).
+        let saw_pending = std::sync::atomic::AtomicBool::new(false);
+        let first = wait_for(
+            "first Completed, second waiting meanwhile",
+            2 * MINUTE,
+            || {
+                let (saw, ns) = (&saw_pending, &ns);
+                async move {
+                    let second = get_crr(ns, "second").await;
+                    let first = get_crr(ns, "first").await;
+                    let phase = second.status.as_ref().and_then(|s| s.phase);
+                    let first_done = first.status.as_ref().is_some_and(|s| s.is_completed());
+                    if !first_done {
+                        assert_ne!(
+                            phase,
+                            Some(ContainerRecreateRequestPhase::Recreating),
+                            "second ran before first completed"
+                        );
+                        if phase == Some(ContainerRecreateRequestPhase::Pending) {
+                            saw.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        return Err(format!("{:?}", first.status));
+                    }
+                    Ok(first)
+                }
+            },
+        )
+        .await;
+        assert!(
+            saw_pending.load(std::sync::atomic::Ordering::Relaxed),
+            "second was seen Pending while first ran"
+        );
+        let states: Vec<_> = first
+            .status
+            .unwrap()
+            .container_recreate_states
+            .iter()
+            .map(|s| (s.name.clone(), s.phase))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("app".to_string(), ContainerRecreateRequestPhase::Succeeded),
+                (
+                    "sidecar".to_string(),
+                    ContainerRecreateRequestPhase::Succeeded
+                )
+            ]
+        );
+        let mid = pod(&ns, "two").await;
+        let started = |c: &str| {
+            status_of(&mid, c)
+                .state
+                .and_then(|s| s.running)
+                .and_then(|r| r.started_at)
+                .map(|t| t.0)
+                .unwrap()
+        };
+        // The sidecar was stopped only after app's new container had run 3s
+        // (timestamps in whole seconds).
+        let gap = started("app").duration_until(started("sidecar"));
+        assert!(
+            gap >= jiff::SignedDuration::from_secs(2),
+            "sidecar restarted {gap:?} after app"
+        );
+        let second = wait_completed(&ns, "second", 2 * MINUTE).await;
+        assert_eq!(
+            second.status.unwrap().container_recreate_states[0].phase,
+            ContainerRecreateRequestPhase::Succeeded
+        );
+        let after = pod(&ns, "two").await;
+        assert_eq!(after.metadata.uid, before.metadata.uid);
+        assert_eq!(status_of(&after, "app").restart_count, 1);
+        assert_eq!(status_of(&after, "sidecar").restart_count, 2);
+        // Each preStop ran once per stop, in order.
+        let written = exec_cat(&ns, "two", "app", "/shared/prestop").await;
+        assert_eq!(
+            written.lines().collect::<Vec<_>>(),
+            ["prestop app", "prestop sidecar", "prestop sidecar"]
+        );
     }
 }

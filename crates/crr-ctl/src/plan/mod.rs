@@ -312,9 +312,12 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
                 finalizers.push(keys::CRR_UNREADY_ACQUIRED.to_string());
                 plan.actions.push(Action::SetFinalizers(finalizers));
             }
-            if let Some(patch) =
-                kruise_lifecycle::not_ready_entry_status_patch(pod, &readiness_entry(crr), true, now)
-            {
+            if let Some(patch) = kruise_lifecycle::not_ready_entry_status_patch(
+                pod,
+                &readiness_entry(crr),
+                true,
+                now,
+            ) {
                 plan.actions.push(Action::PatchPodStatus(patch));
             }
         }

@@ -142,7 +142,10 @@ fn completes_with(p: &Plan) -> Option<&str> {
 #[test]
 fn pod_gone_deleted_or_replaced_completes_the_request() {
     let c = with_phase(crr(&["app"]), Phase::Recreating);
-    assert_eq!(completes_with(&plan(&c, None, t(5))), Some(MESSAGE_POD_GONE));
+    assert_eq!(
+        completes_with(&plan(&c, None, t(5))),
+        Some(MESSAGE_POD_GONE)
+    );
     let mut replaced = pod(vec![]);
     replaced.metadata.uid = Some("another".into());
     assert_eq!(
@@ -172,7 +175,10 @@ fn no_phase_after_a_minute_completes_and_before_requeues_at_the_minute() {
     assert_eq!(completes_with(&p), Some(MESSAGE_NO_RESPONSE));
     // With a phase the agent has answered: no timeout.
     let answered = with_phase(crr(&["app"]), Phase::Pending);
-    assert_eq!(completes_with(&plan(&answered, Some(&pod(vec![])), t(600))), None);
+    assert_eq!(
+        completes_with(&plan(&answered, Some(&pod(vec![])), t(600))),
+        None
+    );
 }
 
 #[test]
@@ -250,7 +256,10 @@ fn sync_lists_only_containers_started_since_creation() {
 #[test]
 fn unready_with_the_gate_takes_finalizer_then_condition_then_annotation() {
     let c = unready(with_phase(crr(&["app"]), Phase::Recreating), 3);
-    let p = gated(pod(vec![running("app", "containerd://a", 0, -10, true)]), true);
+    let p = gated(
+        pod(vec![running("app", "containerd://a", 0, -10, true)]),
+        true,
+    );
     let actions: Vec<Action> = plan(&c, Some(&p), t(2))
         .actions
         .into_iter()
@@ -318,10 +327,7 @@ fn acquired_once_is_not_acquired_again() {
 fn finished_releases_the_pod_drops_the_label_and_waits_for_the_ttl() {
     let mut c = completed_at(unready(crr(&["app"]), 3), 10);
     c.spec.ttl_seconds_after_finished = Some(30);
-    c.metadata.finalizers = Some(vec![
-        "other".into(),
-        keys::CRR_UNREADY_ACQUIRED.to_string(),
-    ]);
+    c.metadata.finalizers = Some(vec!["other".into(), keys::CRR_UNREADY_ACQUIRED.to_string()]);
     // The Pod held NotReady by this request.
     let held = {
         let p = gated(pod(vec![]), true);
@@ -351,8 +357,16 @@ fn finished_releases_the_pod_drops_the_label_and_waits_for_the_ttl() {
     // Past the TTL: deleted.
     let mut released = c.clone();
     released.metadata.finalizers = None;
-    released.metadata.labels.as_mut().unwrap().remove(keys::CRR_ACTIVE);
-    assert_eq!(plan(&released, Some(&held), t(40)).actions, [Action::Delete]);
+    released
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(keys::CRR_ACTIVE);
+    assert_eq!(
+        plan(&released, Some(&held), t(40)).actions,
+        [Action::Delete]
+    );
     // Without a TTL: kept, no requeue.
     released.spec.ttl_seconds_after_finished = None;
     assert_eq!(plan(&released, Some(&held), t(40)), Plan::default());

@@ -15,7 +15,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
-use kruise_runtime::webhook::field::{FieldError, aggregate, forbidden, invalid, invalid_detail, required};
+use kruise_runtime::webhook::field::{
+    FieldError, aggregate, forbidden, invalid, invalid_detail, required,
+};
 use kruise_runtime::webhook::{
     AdmissionResponse, HandlerError, Operation, Route, deny_forbidden, deny_invalid, dynamic,
     json_objects,
@@ -64,7 +66,10 @@ pub fn spec_errors(object: &Value) -> Vec<FieldError> {
     }
     let list = containers(object);
     if list.is_empty() {
-        errors.push(required("spec.containers", "containers list can not be null"));
+        errors.push(required(
+            "spec.containers",
+            "containers list can not be null",
+        ));
     }
     if let Some(d) = int(spec.get("activeDeadlineSeconds"))
         && d < MIN_DEADLINE_SECONDS
@@ -95,7 +100,9 @@ pub fn spec_errors(object: &Value) -> Vec<FieldError> {
         None | Some(Value::Null) => {}
         Some(Value::String(p)) if p.is_empty() || p == "Fail" || p == "Ignore" => {}
         Some(other) => {
-            let shown = other.as_str().map_or_else(|| other.to_string(), str::to_string);
+            let shown = other
+                .as_str()
+                .map_or_else(|| other.to_string(), str::to_string);
             errors.push(invalid_detail(
                 "spec.strategy.failurePolicy",
                 format!("unknown failurePolicy {shown}"),
@@ -153,7 +160,11 @@ pub fn pod_errors(object: &Value, pod: Option<&Pod>) -> Vec<FieldError> {
             "not allowed to recreate containers in a pending Pod",
         )];
     }
-    let spec_containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let spec_containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
     let statuses = pod
         .status
         .as_ref()
@@ -164,7 +175,10 @@ pub fn pod_errors(object: &Value, pod: Option<&Pod>) -> Vec<FieldError> {
         let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
         let path = format!("spec.containers[{i}].name");
         if !spec_containers.iter().any(|pc| pc.name == name) {
-            errors.push(invalid_detail(path, format!("container {name} not found in Pod")));
+            errors.push(invalid_detail(
+                path,
+                format!("container {name} not found in Pod"),
+            ));
             continue;
         }
         let has_id = statuses
@@ -220,7 +234,11 @@ pub fn stamped(object: &Value, pod: &Pod) -> Value {
         strategy["terminationGracePeriodSeconds"] = json!(grace);
     }
 
-    let spec_containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let spec_containers = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
     let statuses = pod
         .status
         .as_ref()
@@ -228,7 +246,11 @@ pub fn stamped(object: &Value, pod: &Pod) -> Value {
         .unwrap_or_default();
     if let Some(list) = out["spec"]["containers"].as_array_mut() {
         for c in list.iter_mut() {
-            let name = c.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+            let name = c
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let Some(pc) = spec_containers.iter().find(|pc| pc.name == name) else {
                 continue;
             };
@@ -311,7 +333,11 @@ pub fn update_errors(new: &Value, old: &Value) -> Vec<FieldError> {
     errors
 }
 
-fn patched(response: AdmissionResponse, from: &Value, to: &Value) -> Result<AdmissionResponse, HandlerError> {
+fn patched(
+    response: AdmissionResponse,
+    from: &Value,
+    to: &Value,
+) -> Result<AdmissionResponse, HandlerError> {
     let patch = json_patch::diff(from, to);
     if patch.0.is_empty() {
         return Ok(response);
@@ -351,10 +377,9 @@ pub fn routes(client: kube::Client, daemon_enabled: bool) -> Vec<Route> {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let pods: kube::Api<Pod> = kube::Api::namespaced(client, &namespace);
-                let pod = pods
-                    .get_opt(pod_name)
-                    .await
-                    .map_err(|e| HandlerError::Internal(format!("failed to find Pod {pod_name}: {e}")))?;
+                let pod = pods.get_opt(pod_name).await.map_err(|e| {
+                    HandlerError::Internal(format!("failed to find Pod {pod_name}: {e}"))
+                })?;
                 match admit_create(&object, pod.as_ref()) {
                     Ok(stamped) => patched(response, &object, &stamped),
                     Err(errors) => Ok(deny_invalid(response, &errors)),

@@ -128,7 +128,9 @@ fn every_spec_rule_has_the_upstream_message_and_names_the_field() {
     ));
     let mut o = minimal();
     o["spec"]["strategy"] = json!({"unreadyGracePeriodSeconds": -5});
-    assert!(only_error(&o, None).contains("unreadyGracePeriodSeconds must be non-negative integer"));
+    assert!(
+        only_error(&o, None).contains("unreadyGracePeriodSeconds must be non-negative integer")
+    );
     let mut o = minimal();
     o["spec"]["strategy"] = json!({"failurePolicy": "Retry"});
     assert_eq!(
@@ -159,12 +161,16 @@ fn pod_rules() {
     );
     let mut done = the_pod();
     done.status.as_mut().unwrap().phase = Some("Succeeded".into());
-    assert!(only_error(&minimal(), Some(&done))
-        .contains("not allowed to recreate containers in an inactive Pod"));
+    assert!(
+        only_error(&minimal(), Some(&done))
+            .contains("not allowed to recreate containers in an inactive Pod")
+    );
     let mut pending = the_pod();
     pending.spec.as_mut().unwrap().node_name = None;
-    assert!(only_error(&minimal(), Some(&pending))
-        .contains("not allowed to recreate containers in a pending Pod"));
+    assert!(
+        only_error(&minimal(), Some(&pending))
+            .contains("not allowed to recreate containers in a pending Pod")
+    );
     let mut o = minimal();
     o["spec"]["containers"] = json!([{"name": "nope"}]);
     assert_eq!(
@@ -211,8 +217,10 @@ fn update_keeps_spec_labels_and_acquired_annotation() {
     let mut reacquired = ok.clone();
     reacquired["metadata"]["annotations"][keys::CRR_UNREADY_ACQUIRED] =
         json!("2030-01-01T00:00:00Z");
-    assert!(messages(&update_errors(&reacquired, &ok))[0]
-        .contains("not allowed to update immutable annotation"));
+    assert!(
+        messages(&update_errors(&reacquired, &ok))[0]
+            .contains("not allowed to update immutable annotation")
+    );
 }
 
 #[test]

@@ -41,11 +41,17 @@ fn two() -> ContainerRecreateRequest {
     crr(
         "xxx",
         0,
-        &[("app", "containerd://a1", 0), ("sidecar", "containerd://s1", 0)],
+        &[
+            ("app", "containerd://a1", 0),
+            ("sidecar", "containerd://s1", 0),
+        ],
     )
 }
 
-fn strategy(mut c: ContainerRecreateRequest, s: ContainerRecreateRequestStrategy) -> ContainerRecreateRequest {
+fn strategy(
+    mut c: ContainerRecreateRequest,
+    s: ContainerRecreateRequestStrategy,
+) -> ContainerRecreateRequest {
     c.spec.strategy = Some(s);
     c
 }
@@ -99,7 +105,10 @@ fn the_oldest_recreating_request_goes_first_and_unseen_ones_wait_pending() {
     assert_eq!(p.set_pending, vec![0]);
     // Already Pending: not written again.
     let pending = with_phase(crr("p", 10, &[]), Some(Phase::Pending));
-    assert_eq!(pick(&[&recreating, &pending]).set_pending, Vec::<usize>::new());
+    assert_eq!(
+        pick(&[&recreating, &pending]).set_pending,
+        Vec::<usize>::new()
+    );
 }
 
 #[test]
@@ -114,9 +123,16 @@ fn unready_waits_for_the_annotation_then_the_grace_period() {
     assert_eq!(unready(&c, t(1)), Unready::AwaitAcquired);
     let mut acquired = c.clone();
     acquired.metadata.annotations = Some(
-        [(keys::CRR_UNREADY_ACQUIRED.to_string(), "2023-11-14T22:13:21Z".to_string())].into(),
+        [(
+            keys::CRR_UNREADY_ACQUIRED.to_string(),
+            "2023-11-14T22:13:21Z".to_string(),
+        )]
+        .into(),
     );
-    assert_eq!(unready(&acquired, t(2)), Unready::Wait(Duration::from_millis(2100)));
+    assert_eq!(
+        unready(&acquired, t(2)),
+        Unready::Wait(Duration::from_millis(2100))
+    );
     assert_eq!(unready(&acquired, t(4)), Unready::Go);
     acquired
         .metadata
@@ -135,8 +151,16 @@ fn runtime_must_match_the_agents() {
         runtime_mismatch(&two(), "cri-o").as_deref(),
         Some("not found runtime service for containerd in daemon")
     );
-    let mixed = crr("m", 0, &[("a", "containerd://1", 0), ("b", "docker://2", 0)]);
-    assert!(runtime_mismatch(&mixed, "containerd").unwrap().starts_with("has different runtime types"));
+    let mixed = crr(
+        "m",
+        0,
+        &[("a", "containerd://1", 0), ("b", "docker://2", 0)],
+    );
+    assert!(
+        runtime_mismatch(&mixed, "containerd")
+            .unwrap()
+            .starts_with("has different runtime types")
+    );
 }
 
 #[test]
@@ -150,7 +174,11 @@ fn newest_attempt_per_name_counts() {
         restart_count: restarts,
     };
     let o = newest_per_name(
-        vec![rc("old", "app", 10, 0), rc("new", "app", 20, 1), rc("s", "sidecar", 5, 0)],
+        vec![
+            rc("old", "app", 10, 0),
+            rc("new", "app", 20, 1),
+            rc("s", "sidecar", 5, 0),
+        ],
         "containerd",
     );
     assert_eq!(o["app"].container_id, "containerd://new");
@@ -174,7 +202,13 @@ fn states_follow_the_rules_in_order() {
         ("sidecar", obs("s1", ContainerRunState::Running, -50, 0)),
     ]);
     let s = container_states(&c, &same, t(1));
-    assert_eq!(phases(&s), [("app", Phase::Pending, false), ("sidecar", Phase::Pending, false)]);
+    assert_eq!(
+        phases(&s),
+        [
+            ("app", Phase::Pending, false),
+            ("sidecar", Phase::Pending, false)
+        ]
+    );
     // Missing and exited.
     let s = container_states(
         &c,
@@ -188,7 +222,10 @@ fn states_follow_the_rules_in_order() {
         ("app", obs("a2", ContainerRunState::Running, 5, 1)),
         ("sidecar", obs("s1", ContainerRunState::Running, -50, 0)),
     ]);
-    assert_eq!(container_states(&c, &recreated, t(20))[0].phase, Phase::Recreating);
+    assert_eq!(
+        container_states(&c, &recreated, t(20))[0].phase,
+        Phase::Recreating
+    );
     c.metadata.annotations = Some(
         [(
             keys::CRR_SYNC_CONTAINER_STATUSES.to_string(),
@@ -197,8 +234,14 @@ fn states_follow_the_rules_in_order() {
         )]
         .into(),
     );
-    assert_eq!(container_states(&c, &recreated, t(14))[0].phase, Phase::Recreating);
-    assert_eq!(container_states(&c, &recreated, t(16))[0].phase, Phase::Succeeded);
+    assert_eq!(
+        container_states(&c, &recreated, t(14))[0].phase,
+        Phase::Recreating
+    );
+    assert_eq!(
+        container_states(&c, &recreated, t(16))[0].phase,
+        Phase::Succeeded
+    );
     // Done stays done whatever the runtime says.
     c.status = Some(ContainerRecreateRequestStatus {
         container_recreate_states: vec![ContainerState {
@@ -209,7 +252,10 @@ fn states_follow_the_rules_in_order() {
         }],
         ..Default::default()
     });
-    assert_eq!(container_states(&c, &same, t(1))[0].message, "kill container error: x");
+    assert_eq!(
+        container_states(&c, &same, t(1))[0].message,
+        "kill container error: x"
+    );
 }
 
 #[test]
@@ -298,11 +344,17 @@ fn min_started_requeues_and_grace_is_bounded() {
         ("sidecar", obs("s2", ContainerRunState::Running, 5, 1)),
     ]);
     let mut s = container_states(&c, &recreating, t(6));
-    assert_eq!(walk(&c, &mut s, &recreating), Step::Wait(Some(Duration::from_secs(10))));
+    assert_eq!(
+        walk(&c, &mut s, &recreating),
+        Step::Wait(Some(Duration::from_secs(10)))
+    );
     assert_eq!(grace_seconds(&c), 5);
     assert_eq!(grace_seconds(&two()), DEFAULT_GRACE_SECONDS);
     assert_eq!(stop_timeout_seconds(5, Duration::from_secs(1)), 4);
-    assert_eq!(stop_timeout_seconds(5, Duration::from_secs(9)), MIN_STOP_GRACE_SECONDS);
+    assert_eq!(
+        stop_timeout_seconds(5, Duration::from_secs(9)),
+        MIN_STOP_GRACE_SECONDS
+    );
     assert_eq!(
         killing_message("app", "xxx"),
         "Stopping container app by ContainerRecreateRequest xxx"
