@@ -3675,3 +3675,136 @@ spec:
     .await;
     run.finish(uniteddeployment_ctl::CONTROLLER_NAME).await;
 }
+
+/// crr-ctl on nothing but its ServiceAccount's token: it stamps a request from its Pod
+/// (reading the Pod), holds a gated Pod NotReady (finalizer, `pods/status`, annotation)
+/// once the request is Recreating, releases it when the request completes, drops the
+/// active label and deletes the request after its TTL. The test plays the node agent
+/// (status writes), as the kwok node has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_ctl_runs_on_its_overlay_rbac_alone() {
+    use kruise_api::apps_v1alpha1::ContainerRecreateRequest;
+    use kruise_api::keys;
+    let run = OnItsRbac::start("crr-ctl", "deploy-crr").await;
+    let ns = &run.ns;
+    ns.apply(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: pod-name
+spec:
+  nodeSelector:
+    type: kwok
+  tolerations:
+  - operator: Exists
+  readinessGates:
+  - conditionType: KruisePodReady
+  containers:
+  - name: app
+    image: busybox
+"#,
+    )
+    .await
+    .expect("create Pod");
+    let pods = ns.api::<Pod>();
+    let pod = wait_for("the Pod running", MINUTE, || async {
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        match p.status.as_ref().and_then(|s| s.container_statuses.clone()) {
+            Some(c) if !c.is_empty() => Ok(p),
+            _ => Err(format!("{:?}", p.status)),
+        }
+    })
+    .await;
+    // A container ID, as a runtime reports it (kwok reports none).
+    let mut statuses = pod.status.unwrap().container_statuses.unwrap();
+    statuses[0].container_id = Some("containerd://deploy-crr".into());
+    pods.patch_status(
+        "pod-name",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"containerStatuses": statuses}})),
+    )
+    .await
+    .unwrap();
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata:
+  name: xxx
+spec:
+  podName: pod-name
+  containers:
+  - name: app
+  strategy:
+    unreadyGracePeriodSeconds: 3
+  ttlSecondsAfterFinished: 2
+"#,
+    )
+    .await
+    .expect("create ContainerRecreateRequest");
+    let crrs = ns.api::<ContainerRecreateRequest>();
+    let crr = crrs.get("xxx").await.unwrap();
+    assert_eq!(
+        crr.spec.containers[0]
+            .status_context
+            .as_ref()
+            .unwrap()
+            .container_id,
+        "containerd://deploy-crr"
+    );
+    // As the agent: Recreating.
+    crrs.patch_status(
+        "xxx",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Recreating"}})),
+    )
+    .await
+    .unwrap();
+    wait_for("the Pod held NotReady", MINUTE, || async {
+        let c = crrs.get("xxx").await.map_err(|e| e.to_string())?;
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        let held = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == keys::KRUISE_POD_READY && c.status == "False");
+        let acquired = c.annotations().contains_key(keys::CRR_UNREADY_ACQUIRED)
+            && c.finalizers()
+                .contains(&keys::CRR_UNREADY_ACQUIRED.to_string());
+        if held && acquired {
+            Ok(())
+        } else {
+            Err(format!("{:?}", c.metadata))
+        }
+    })
+    .await;
+    // As the agent: Completed.
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    crrs.patch_status(
+        "xxx",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Completed", "completionTime": now}})),
+    )
+    .await
+    .unwrap();
+    wait_for("released and deleted after its TTL", MINUTE, || async {
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        let released = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == keys::KRUISE_POD_READY && c.status == "True");
+        match crrs.get_opt("xxx").await.map_err(|e| e.to_string())? {
+            None if released => Ok(()),
+            other => Err(format!(
+                "released {released}: {:?}",
+                other.map(|c| c.metadata)
+            )),
+        }
+    })
+    .await;
+    run.finish(crr_ctl::CONTROLLER_NAME).await;
+}
