@@ -422,7 +422,16 @@ proptest! {
             prop_assert!(now >= done + ttl);
         }
         if let Some(after) = decided.requeue_after {
-            prop_assert!(after <= Duration::from_secs(101));
+            // The next instant the manager watches, a moment past it: the TTL's end once
+            // finished, else the response timeout (no phase) or the deadline.
+            let next = if let Some(done) = completed_at_secs {
+                done + i64::from(ttl.unwrap())
+            } else {
+                let response = (phase.is_none()).then_some(60);
+                response.into_iter().chain(deadline).min().unwrap()
+            };
+            let expected = (next - now) as f64 + 0.1;
+            prop_assert!((after.as_secs_f64() - expected).abs() < 0.01, "{after:?} vs {expected}");
             prop_assert!(completes_with(&decided).is_none());
         }
         if !finished && !pod_present {
