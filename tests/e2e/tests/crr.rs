@@ -3,8 +3,8 @@
 //!
 //! - on the kwok nodes (no runtime): every admission rule of the spec with its message, the
 //!   stamping (labels, defaults, status context), the immutability on update, the
-//!   `KruiseDaemon` gate, and the manager finishing a request whose Pod has gone, then
-//!   deleting it after its TTL;
+//!   `KruiseDaemon` gate, and the manager finishing a request past its deadline, one whose
+//!   Pod has gone (then deleting it after its TTL) and one no agent answered for a minute;
 //! - on the real node `real-0` (module `realnode`, opt-in like realnode.rs): the seeds'
 //!   request recreates one container of a two-container Pod (preStop exec ran, the Pod
 //!   NotReady before the stop, the other container, the Pod's UID and IP untouched,
@@ -381,6 +381,27 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
     .await;
     // ttlSecondsAfterFinished: 3 (a requeue at the deadline).
     wait_deleted(&ns, "gone", Duration::from_secs(30)).await;
+}
+
+/// No agent answers (a kwok node): a minute after creation the manager gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_unanswered_for_a_minute_is_completed() {
+    let ns = TestNamespace::new("crr-silent").await;
+    let _ctl = start_manager(&ns, "").await;
+    kwok_pod(&ns, "pod-name", &["app"], true).await;
+    let created = std::time::Instant::now();
+    ns.apply(&crr_yaml("silent", "pod-name", &["app"], ""))
+        .await
+        .unwrap();
+    let done = wait_completed(&ns, "silent", 2 * MINUTE).await;
+    let took = created.elapsed();
+    assert!(
+        took >= Duration::from_secs(59),
+        "completed after {took:?}, before the minute"
+    );
+    let status = done.status.unwrap();
+    assert_eq!(status.message, "daemon has not responded for a long time");
+    assert_eq!(status.phase, Some(ContainerRecreateRequestPhase::Completed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
