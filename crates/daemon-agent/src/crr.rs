@@ -195,14 +195,24 @@ pub async fn run(runtime: Runtime, cri: Cri, node_name: String) -> Result<(), Er
 }
 
 impl Worker {
+    /// Whether the cache still shows `crr` from before our last write to it. Once it has
+    /// caught up the entry is dropped (the map holds only writes not yet seen).
     fn is_stale(&self, crr: &ContainerRecreateRequest) -> bool {
-        let written = self
+        let mut written = self
             .written
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        crr.uid()
-            .and_then(|uid| written.get(&uid).copied())
-            .is_some_and(|w| resource_version(crr) < w)
+        let Some(uid) = crr.uid() else {
+            return false;
+        };
+        match written.get(&uid) {
+            Some(&w) if resource_version(crr) < w => true,
+            Some(_) => {
+                written.remove(&uid);
+                false
+            }
+            None => false,
+        }
     }
 
     /// One pass over a Pod's requests.
