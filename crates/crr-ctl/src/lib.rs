@@ -1,0 +1,114 @@
+//! The manager side of ContainerRecreateRequest (spec §1): the admission webhook that
+//! checks and stamps requests, and the controller that holds the Pod NotReady while asked
+//! to, feeds the node agent the Pod's container statuses, finishes requests the agent
+//! cannot (Pod gone, no answer, deadline) and deletes them after their TTL. The containers
+//! are stopped by the node agent (`daemon-agent`). Everything decided is in [`plan`]
+//! (pure) and [`webhook`] (pure checks, thin routes).
+
+pub mod error;
+pub mod plan;
+pub mod reconcile;
+pub mod webhook;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_api::apps_v1alpha1::ContainerRecreateRequest;
+use kruise_runtime::cache::prune;
+use kruise_runtime::{Cache, Reconciler, Runtime};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+/// The controller's name: Lease, field manager, event reporter.
+pub const CONTROLLER_NAME: &str = "containerrecreaterequest-controller";
+pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: kube::Client,
+    pub crrs: Cache<ContainerRecreateRequest>,
+    pub pods: Cache<Pod>,
+    pub reconciler: Reconciler,
+}
+
+/// A Pod as the manager needs it: identity, readiness gates, conditions and container
+/// statuses (the spec's containers go: preStop and ports are read by admission, fresh).
+fn prune_pod(pod: &mut Pod) {
+    prune(pod);
+    pod.metadata.annotations = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.iter_mut().for_each(|c| {
+            c.env = None;
+            c.lifecycle = None;
+            c.ports = None;
+            c.volume_mounts = None;
+        });
+        spec.volumes = None;
+    }
+}
+
+pub fn context(runtime: &Runtime) -> Arc<Context> {
+    Arc::new(Context {
+        client: runtime.client.clone(),
+        crrs: runtime.tolerant_cache::<ContainerRecreateRequest>(watcher::Config::default(), prune),
+        pods: runtime.cache::<Pod>(watcher::Config::default(), prune_pod),
+        reconciler: Reconciler::new(
+            runtime.metrics.clone(),
+            CONTROLLER_NAME,
+            "ContainerRecreateRequest",
+        ),
+    })
+}
+
+/// The unfinished requests for a Pod (same namespace, `spec.podName`): a change of the Pod
+/// may finish them ("pod has gone") or change what the agent is told.
+fn requests_of(
+    crrs: &kube::runtime::reflector::Store<ContainerRecreateRequest>,
+    pod: &Pod,
+) -> Vec<ObjectRef<ContainerRecreateRequest>> {
+    let (ns, name) = (
+        pod.metadata.namespace.as_deref(),
+        pod.metadata.name.as_deref(),
+    );
+    crrs.state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == ns)
+        .filter(|c| Some(c.spec.pod_name.as_str()) == name)
+        .filter(|c| {
+            c.status
+                .as_ref()
+                .is_none_or(|s| s.completion_time.is_none())
+        })
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// Runs until shutdown: every replica keeps its caches warm and serves admission; only
+/// the lease holder reconciles.
+pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
+    let ctx = context(&runtime);
+    let daemon_enabled = runtime.gates.enabled(kruise_runtime::gates::KRUISE_DAEMON);
+    let routes = webhook::routes(runtime.client.clone(), daemon_enabled);
+    let controller = |workers| {
+        let ctx = ctx.clone();
+        async move {
+            if !daemon_enabled {
+                // Nothing can be admitted: no requests to manage (as OpenKruise, which
+                // does not start the controller without the gate).
+                std::future::pending::<()>().await;
+            }
+            let store = ctx.crrs.store().clone();
+            let on_pod = move |pod: Arc<Pod>| requests_of(&store, &pod);
+            let r = &ctx.reconciler;
+            let controller = r
+                .controller(&ctx.crrs, workers)
+                .watches_shared_stream(ctx.pods.subscribe(), on_pod);
+            r.run_with(controller, ctx.clone(), reconcile::reconcile)
+                .await;
+        }
+    };
+    runtime
+        .serve_with_webhooks(routes, webhook::configurations, controller)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,838 @@
+//! ContainerRecreateRequest: `crr-ctl` (admission, manager) and the node agent's request
+//! loop (`daemon_agent::crr`), each run in the test process scoped to the test's namespace.
+//!
+//! - on the kwok nodes (no runtime): every admission rule of the spec with its message, the
+//!   stamping (labels, defaults, status context), the immutability on update, the
+//!   `KruiseDaemon` gate, and the manager finishing a request past its deadline, one whose
+//!   Pod has gone (then deleting it after its TTL) and one no agent answered for a minute;
+//! - on the real node `real-0` (module `realnode`, opt-in like realnode.rs): the seeds'
+//!   request recreates one container of a two-container Pod (preStop exec ran, the Pod
+//!   NotReady before the stop, the other container, the Pod's UID and IP untouched,
+//!   restartCount 1, the `Killing` event, TTL deletion); orderedRecreate and failurePolicy
+//!   on two containers; two requests for one Pod run one after the other.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_api::apps_v1alpha1::{ContainerRecreateRequest, ContainerRecreateRequestPhase};
+use kruise_api::keys;
+use kruise_e2e::{RunningController, TestNamespace, wait_for};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Starts crr-ctl for the namespace with `gates`, and waits until the apiserver calls its
+/// mutating webhook (a dry-run request for a missing Pod is refused with our message; with
+/// the gate off, with the gate's).
+async fn start_manager(ns: &TestNamespace, gates: &str) -> RunningController {
+    let ctl = RunningController::start(crr_ctl::IDENTITY, &ns.name, gates, crr_ctl::run).await;
+    let api: Api<ContainerRecreateRequest> = ns.api();
+    let probe: ContainerRecreateRequest = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
+        "metadata": {"name": "probe"},
+        "spec": {"podName": "no-such-pod", "containers": [{"name": "app"}]}
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("the apiserver to call the webhook", MINUTE, || async {
+        match api.create(&dry_run, &probe).await {
+            Err(e)
+                if e.to_string().contains("no found Pod named")
+                    || e.to_string().contains("is not enabled") =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    ctl
+}
+
+fn crr_yaml(name: &str, pod: &str, containers: &[&str], extra: &str) -> String {
+    let containers: Vec<String> = containers
+        .iter()
+        .map(|c| format!("  - name: {c}"))
+        .collect();
+    format!(
+        "apiVersion: apps.kruise.io/v1alpha1\nkind: ContainerRecreateRequest\nmetadata:\n  name: {name}\nspec:\n  podName: {pod}\n  containers:\n{}\n{extra}\n",
+        containers.join("\n")
+    )
+}
+
+async fn get_crr(ns: &TestNamespace, name: &str) -> ContainerRecreateRequest {
+    ns.api::<ContainerRecreateRequest>()
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("get crr {name}: {e}"))
+}
+
+/// Waits until the request is Completed.
+async fn wait_completed(
+    ns: &TestNamespace,
+    name: &str,
+    timeout: Duration,
+) -> ContainerRecreateRequest {
+    wait_for(&format!("{name} Completed"), timeout, || async {
+        let crr = get_crr(ns, name).await;
+        if crr.status.as_ref().is_some_and(|s| s.is_completed()) {
+            Ok(crr)
+        } else {
+            Err(format!("{:?}", crr.status))
+        }
+    })
+    .await
+}
+
+async fn wait_deleted(ns: &TestNamespace, name: &str, timeout: Duration) {
+    wait_for(&format!("{name} deleted"), timeout, || async {
+        match ns.api::<ContainerRecreateRequest>().get_opt(name).await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{:?}", other.map(|c| c.map(|c| c.status)))),
+        }
+    })
+    .await;
+}
+
+/// A Pod on a shared kwok node, Running, with `containers` (kwok gives them no
+/// containerID: the test writes one into the status, as a runtime would).
+async fn kwok_pod(ns: &TestNamespace, name: &str, containers: &[&str], with_ids: bool) -> Pod {
+    let list: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|c| {
+            json!({"name": c, "image": "busybox:1",
+                   "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo bye"]}}}})
+        })
+        .collect();
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeSelector": {"type": "kwok"}, "tolerations": [{"operator": "Exists"}],
+                 "terminationGracePeriodSeconds": 7, "containers": list}
+    }))
+    .unwrap();
+    let pods: Api<Pod> = ns.api();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let running = wait_for(&format!("{name} Running"), MINUTE, || async {
+        let p = pods.get(name).await.map_err(|e| e.to_string())?;
+        let statuses = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
+        if statuses.len() == containers.len() {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", p.status))
+        }
+    })
+    .await;
+    if !with_ids {
+        return running;
+    }
+    // The whole list (container statuses have no merge key), each with an ID.
+    let mut statuses = running
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default();
+    for s in &mut statuses {
+        s.container_id = Some(format!("containerd://{name}-{}", s.name));
+    }
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"containerStatuses": statuses}})),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_admission_checks_and_stamps_requests() {
+    let ns = TestNamespace::new("crr-admission").await;
+    let _ctl = start_manager(&ns, "").await;
+
+    // Rules without a Pod, each named by field with the spec's message.
+    for (yaml, message) in [
+        (crr_yaml("a", "\"\"", &["app"], ""), "podName can not be empty"),
+        (
+            "apiVersion: apps.kruise.io/v1alpha1\nkind: ContainerRecreateRequest\nmetadata:\n  name: b\nspec:\n  podName: p\n  containers: []\n".to_string(),
+            "containers list can not be null",
+        ),
+        (
+            crr_yaml("c", "p", &["app"], "  activeDeadlineSeconds: 2"),
+            "spec.activeDeadlineSeconds: Invalid value: 2: activeDeadlineSeconds can not be less than 3s",
+        ),
+        (
+            crr_yaml("d", "p", &["app"], "  strategy:\n    terminationGracePeriodSeconds: -1"),
+            "terminationGracePeriodSeconds must be non-negative integer",
+        ),
+        (
+            crr_yaml("e", "p", &["app"], "  strategy:\n    failurePolicy: Retry"),
+            "spec.strategy.failurePolicy: Invalid value: unknown failurePolicy Retry",
+        ),
+        (
+            crr_yaml("f", "p", &["app", "app"], ""),
+            "can not recreate app multi times",
+        ),
+        (
+            crr_yaml("g", "no-such-pod", &["app"], ""),
+            "no found Pod named no-such-pod",
+        ),
+    ] {
+        let err = ns.apply(&yaml).await.unwrap_err();
+        assert!(err.contains(message), "{message}: {err}");
+    }
+    let err = ns
+        .apply(
+            "apiVersion: apps.kruise.io/v1alpha1\nkind: ContainerRecreateRequest\nmetadata:\n  name: h\nspec:\n  podName: p\n  containers:\n  - name: app\n    statusContext:\n      containerID: containerd://x\n",
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("preStop, ports, statusContext in container are ready-only fields"),
+        "{err}"
+    );
+
+    // A Pod no scheduler places: pending.
+    let pending: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pending"},
+        "spec": {"nodeSelector": {"e2e.kruise.io/nowhere": "true"},
+                 "containers": [{"name": "app", "image": "busybox:1"}]}
+    }))
+    .unwrap();
+    ns.api::<Pod>()
+        .create(&PostParams::default(), &pending)
+        .await
+        .unwrap();
+    let err = ns
+        .apply(&crr_yaml("pending", "pending", &["app"], ""))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("not allowed to recreate containers in a pending Pod"),
+        "{err}"
+    );
+
+    // A running Pod whose containers have no ID yet, then a container it does not have.
+    kwok_pod(&ns, "no-ids", &["app"], false).await;
+    let err = ns
+        .apply(&crr_yaml("no-ids", "no-ids", &["app"], ""))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("no containerID in app containerStatus"),
+        "{err}"
+    );
+    let err = ns
+        .apply(&crr_yaml("nope", "no-ids", &["nope"], ""))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("spec.containers[0].name") && err.contains("container nope not found in Pod"),
+        "{err}"
+    );
+
+    // N2, the minimal request: stamped from its Pod.
+    let pod = kwok_pod(&ns, "pod-name", &["app", "sidecar"], true).await;
+    ns.apply(&crr_yaml("xxx", "pod-name", &["app"], ""))
+        .await
+        .unwrap();
+    let crr = get_crr(&ns, "xxx").await;
+    let labels = crr.labels();
+    assert_eq!(
+        labels.get(keys::CRR_NODE_NAME),
+        pod.spec.as_ref().unwrap().node_name.as_ref()
+    );
+    assert_eq!(labels.get(keys::CRR_POD_UID), pod.metadata.uid.as_ref());
+    assert_eq!(
+        labels.get(keys::CRR_ACTIVE).map(String::as_str),
+        Some("true")
+    );
+    let strategy = crr.spec.strategy_or_default();
+    assert_eq!(
+        strategy.failure_policy,
+        Some(kruise_api::apps_v1alpha1::ContainerRecreateRequestFailurePolicy::Fail)
+    );
+    assert!(!strategy.ordered_recreate);
+    assert_eq!(strategy.termination_grace_period_seconds, Some(7));
+    let app = &crr.spec.containers[0];
+    let context = app.status_context.as_ref().unwrap();
+    assert_eq!(
+        (context.container_id.as_str(), context.restart_count),
+        ("containerd://pod-name-app", 0)
+    );
+    assert!(app.pre_stop.as_ref().unwrap().exec.is_some());
+    // `kubectl get crr`: the printer columns.
+    let (ok, out, err) = kruise_e2e::kubectl_async(
+        ["get", "crr", "-n", &ns.name].map(String::from).to_vec(),
+        None,
+    )
+    .await;
+    assert!(ok, "{err}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PHASE", "POD", "NODE", "AGE"]);
+    assert!(out.contains("pod-name"), "{out}");
+
+    // The spec and the Pod's labels are immutable.
+    let err = ns
+        .apply(&crr_yaml(
+            "xxx",
+            "pod-name",
+            &["app"],
+            "  activeDeadlineSeconds: 60",
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("spec of ContainerRecreateRequest is immutable"),
+        "{err}"
+    );
+    let relabel = ns
+        .api::<ContainerRecreateRequest>()
+        .patch(
+            "xxx",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {keys::CRR_POD_UID: "forged"}}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        relabel
+            .to_string()
+            .contains("not allowed to update immutable label"),
+        "{relabel}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl() {
+    let ns = TestNamespace::new("crr-gone").await;
+    let _ctl = start_manager(&ns, "").await;
+    kwok_pod(&ns, "pod-name", &["app"], true).await;
+    ns.apply(&crr_yaml(
+        "gone",
+        "pod-name",
+        &["app"],
+        "  activeDeadlineSeconds: 300\n  ttlSecondsAfterFinished: 3",
+    ))
+    .await
+    .unwrap();
+    // No agent serves the kwok node: the request waits, unanswered.
+    let crr = get_crr(&ns, "gone").await;
+    assert_eq!(crr.status.and_then(|s| s.phase), None);
+    // Another one past its activeDeadlineSeconds: completed, its containers Failed.
+    ns.apply(&crr_yaml(
+        "deadline",
+        "pod-name",
+        &["app"],
+        "  activeDeadlineSeconds: 3",
+    ))
+    .await
+    .unwrap();
+    let expired = wait_completed(&ns, "deadline", MINUTE).await;
+    let status = expired.status.unwrap();
+    assert_eq!(
+        status.message,
+        "recreating has exceeded the activeDeadlineSeconds"
+    );
+    let states: Vec<_> = status
+        .container_recreate_states
+        .iter()
+        .map(|s| (s.name.as_str(), s.phase, s.message.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [(
+            "app",
+            ContainerRecreateRequestPhase::Failed,
+            "recreating has exceeded the activeDeadlineSeconds"
+        )]
+    );
+    ns.api::<Pod>()
+        .delete(
+            "pod-name",
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let done = wait_completed(&ns, "gone", MINUTE).await;
+    let status = done.status.unwrap();
+    assert_eq!(status.message, "pod has gone");
+    assert!(status.completion_time.is_some());
+    // The agents stop watching it: the active label is dropped.
+    wait_for("the active label dropped", MINUTE, || async {
+        let c = get_crr(&ns, "gone").await;
+        if c.labels().contains_key(keys::CRR_ACTIVE) {
+            Err(format!("{:?}", c.labels()))
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    // ttlSecondsAfterFinished: 3 (a requeue at the deadline).
+    wait_deleted(&ns, "gone", Duration::from_secs(30)).await;
+}
+
+/// No agent answers (a kwok node): a minute after creation the manager gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_unanswered_for_a_minute_is_completed() {
+    let ns = TestNamespace::new("crr-silent").await;
+    let _ctl = start_manager(&ns, "").await;
+    kwok_pod(&ns, "pod-name", &["app"], true).await;
+    let created = std::time::Instant::now();
+    ns.apply(&crr_yaml("silent", "pod-name", &["app"], ""))
+        .await
+        .unwrap();
+    let done = wait_completed(&ns, "silent", 2 * MINUTE).await;
+    let took = created.elapsed();
+    assert!(
+        took >= Duration::from_secs(59),
+        "completed after {took:?}, before the minute"
+    );
+    let status = done.status.unwrap();
+    assert_eq!(status.message, "daemon has not responded for a long time");
+    assert_eq!(status.phase, Some(ContainerRecreateRequestPhase::Completed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_refused_while_the_kruise_daemon_gate_is_off() {
+    let ns = TestNamespace::new("crr-gate").await;
+    let _ctl = start_manager(&ns, "KruiseDaemon=false").await;
+    let err = ns
+        .apply(&crr_yaml("xxx", "pod-name", &["app"], ""))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("feature-gate KruiseDaemon is not enabled"),
+        "{err}"
+    );
+    let api: Api<ContainerRecreateRequest> = ns.api();
+    let crr: ContainerRecreateRequest =
+        serde_saphyr::from_str(&crr_yaml("xxx", "pod-name", &["app"], "")).unwrap();
+    match api.create(&PostParams::default(), &crr).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// On the real node. Module path `crr::realnode::…`: run by `make test`'s `realnode::`
+/// filter.
+mod realnode {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use kruise_e2e::{events_in, is_ready, kubectl_async};
+
+    const NODE: &str = "real-0";
+
+    /// The node's registry and containerd socket, or `None` (after saying why).
+    async fn real_node() -> Option<(String, String)> {
+        let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
+        let Some(node) = nodes.get_opt(NODE).await.expect("get node") else {
+            let why = format!("no node {NODE}: the real node is opt-in (`make up-real`)");
+            if std::env::var("KRUISE_E2E_REAL_NODE").is_ok_and(|v| v == "1") {
+                panic!("{why}");
+            }
+            eprintln!("skipped: {why}");
+            return None;
+        };
+        let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
+        Some((
+            annotation("node.kruise.io/registry"),
+            annotation("node.kruise.io/containerd-socket"),
+        ))
+    }
+
+    /// The manager and an agent for real-0, both scoped to the test's namespace: they act
+    /// on no other test's requests (another agent of real-0 may run beside them).
+    async fn start(ns: &TestNamespace, socket: &str) -> (RunningController, RunningController) {
+        let manager = start_manager(ns, "").await;
+        let socket = std::path::PathBuf::from(socket);
+        let agent = RunningController::start(daemon_agent::IDENTITY, &ns.name, "", move |rt| {
+            daemon_agent::crr::run_standalone(rt, NODE.into(), socket)
+        })
+        .await;
+        (manager, agent)
+    }
+
+    /// Two containers sharing a volume; each one's preStop appends a line to
+    /// `/shared/prestop` (the test reads it through `kubectl exec`). `sh` as PID 1 with a
+    /// TERM trap, so a stop ends it at once.
+    fn pod_yaml(name: &str, image: &str, gated: bool) -> String {
+        let container = |c: &str| {
+            format!(
+                r#"  - name: {c}
+    image: {image}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    lifecycle:
+      preStop:
+        exec:
+          command: ["sh", "-c", "echo prestop {c} >> /shared/prestop"]
+    volumeMounts:
+    - name: shared
+      mountPath: /shared"#
+            )
+        };
+        let gates = if gated {
+            "  readinessGates:\n  - conditionType: KruisePodReady\n"
+        } else {
+            ""
+        };
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  nodeSelector:
+    node.kruise.io/real: "true"
+  tolerations:
+  - key: node.kruise.io/real
+    operator: Exists
+    effect: NoSchedule
+  terminationGracePeriodSeconds: 5
+{gates}  volumes:
+  - name: shared
+    emptyDir: {{}}
+  containers:
+{}
+{}
+"#,
+            container("app"),
+            container("sidecar")
+        )
+    }
+
+    async fn pod(ns: &TestNamespace, name: &str) -> Pod {
+        ns.api::<Pod>().get(name).await.expect("get pod")
+    }
+
+    fn status_of(pod: &Pod, container: &str) -> k8s_openapi::api::core::v1::ContainerStatus {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.iter().find(|c| c.name == container))
+            .cloned()
+            .unwrap_or_else(|| panic!("no status of {container}"))
+    }
+
+    fn condition(pod: &Pod, type_: &str) -> Option<String> {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == type_))
+            .map(|c| c.status.clone())
+    }
+
+    /// Creates the Pod and waits until both containers run; a gated Pod gets its
+    /// `KruisePodReady` condition True (as a Kruise workload controller would) and then
+    /// is Ready.
+    async fn running_pod(ns: &TestNamespace, name: &str, image: &str, gated: bool) -> Pod {
+        ns.apply(&pod_yaml(name, image, gated)).await.unwrap();
+        wait_for(
+            &format!("{name}'s containers ready"),
+            2 * MINUTE,
+            || async {
+                let p = pod(ns, name).await;
+                if condition(&p, "ContainersReady").as_deref() == Some("True") {
+                    Ok(())
+                } else {
+                    Err(format!("{:?}", p.status))
+                }
+            },
+        )
+        .await;
+        if gated {
+            ns.api::<Pod>()
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Strategic(json!({"status": {"conditions": [
+                        {"type": keys::KRUISE_POD_READY, "status": "True", "message": "[]"},
+                        {"type": "Ready", "status": "True"}
+                    ]}})),
+                )
+                .await
+                .unwrap();
+        }
+        wait_for(&format!("{name} Ready"), MINUTE, || async {
+            let p = pod(ns, name).await;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        })
+        .await
+    }
+
+    async fn exec_cat(ns: &TestNamespace, pod: &str, container: &str, path: &str) -> String {
+        let (ok, out, err) = kubectl_async(
+            [
+                "exec", "-n", &ns.name, pod, "-c", container, "--", "cat", path,
+            ]
+            .map(String::from)
+            .to_vec(),
+            None,
+        )
+        .await;
+        assert!(ok, "kubectl exec: {err}");
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_crr_recreates_one_container_in_place() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-real").await;
+        let (_manager, _agent) = start(&ns, &socket).await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        let before = running_pod(&ns, "pod-name", &image, true).await;
+        let (uid, ip) = (
+            before.metadata.uid.clone().unwrap(),
+            before.status.as_ref().unwrap().pod_ip.clone().unwrap(),
+        );
+        let (app, sidecar) = (status_of(&before, "app"), status_of(&before, "sidecar"));
+
+        // A container the Pod does not have is refused.
+        let err = ns
+            .apply(&crr_yaml("typo", "pod-name", &["nope"], ""))
+            .await
+            .unwrap_err();
+        assert!(err.contains("container nope not found in Pod"), "{err}");
+
+        let started = std::time::Instant::now();
+        ns.apply(&crr_yaml(
+            "xxx",
+            "pod-name",
+            &["app"],
+            "  strategy:\n    unreadyGracePeriodSeconds: 3\n    minStartedSeconds: 1\n  activeDeadlineSeconds: 120\n  ttlSecondsAfterFinished: 5",
+        ))
+        .await
+        .unwrap();
+        let crr = get_crr(&ns, "xxx").await;
+        assert_eq!(
+            crr.labels().get(keys::CRR_NODE_NAME).map(String::as_str),
+            Some(NODE)
+        );
+        assert_eq!(crr.labels().get(keys::CRR_POD_UID), Some(&uid));
+        let spec_app = &crr.spec.containers[0];
+        assert_eq!(
+            spec_app.status_context.as_ref().unwrap().container_id,
+            app.container_id.clone().unwrap()
+        );
+        assert!(spec_app.pre_stop.as_ref().unwrap().exec.is_some());
+
+        // unreadyGracePeriodSeconds: the Pod goes NotReady while the old container still runs.
+        let held = wait_for("the Pod NotReady before the stop", MINUTE, || async {
+            let p = pod(&ns, "pod-name").await;
+            let still_old = status_of(&p, "app").container_id == app.container_id;
+            if !is_ready(&p) && still_old {
+                Ok(p)
+            } else if !still_old {
+                panic!(
+                    "app was stopped before the Pod was NotReady: {:?}",
+                    p.status
+                )
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        })
+        .await;
+        assert_eq!(
+            condition(&held, keys::KRUISE_POD_READY).as_deref(),
+            Some("False")
+        );
+        let acquired = get_crr(&ns, "xxx").await;
+        assert!(
+            acquired
+                .annotations()
+                .contains_key(keys::CRR_UNREADY_ACQUIRED)
+        );
+        assert!(
+            acquired
+                .finalizers()
+                .contains(&keys::CRR_UNREADY_ACQUIRED.to_string())
+        );
+
+        let done = wait_completed(&ns, "xxx", 2 * MINUTE).await;
+        let took = started.elapsed();
+        eprintln!("crr xxx: created → Completed in {took:?}");
+        let status = done.status.unwrap();
+        assert_eq!(status.message, "");
+        assert!(status.completion_time.is_some());
+        assert_eq!(status.container_recreate_states.len(), 1);
+        let state = &status.container_recreate_states[0];
+        assert_eq!(
+            (state.name.as_str(), state.phase, state.is_killed),
+            ("app", ContainerRecreateRequestPhase::Succeeded, true)
+        );
+
+        // The Pod: same UID and IP; app recreated once, sidecar untouched; Ready again.
+        let after = wait_for("the Pod Ready again", MINUTE, || async {
+            let p = pod(&ns, "pod-name").await;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        })
+        .await;
+        assert_eq!(after.metadata.uid.as_ref(), Some(&uid));
+        assert_eq!(after.status.as_ref().unwrap().pod_ip.as_ref(), Some(&ip));
+        let (app2, sidecar2) = (status_of(&after, "app"), status_of(&after, "sidecar"));
+        assert_eq!(app2.restart_count, 1);
+        assert_ne!(app2.container_id, app.container_id);
+        assert_eq!(sidecar2.restart_count, 0);
+        assert_eq!(sidecar2.container_id, sidecar.container_id);
+        assert_eq!(
+            condition(&after, keys::KRUISE_POD_READY).as_deref(),
+            Some("True")
+        );
+        // The preStop hook ran in the old container (its line is in the shared volume).
+        let written = exec_cat(&ns, "pod-name", "sidecar", "/shared/prestop").await;
+        assert_eq!(written.trim(), "prestop app");
+        let events = events_in(&ns, "pod-name").await;
+        assert!(
+            events.iter().any(|e| e.reason == "Killing"
+                && e.note == "Stopping container app by ContainerRecreateRequest xxx"),
+            "{events:?}"
+        );
+        // Released, no longer watched, deleted 5s after completion.
+        wait_for("finalizer and active label removed", MINUTE, || async {
+            match ns.api::<ContainerRecreateRequest>().get_opt("xxx").await {
+                Ok(Some(c))
+                    if c.finalizers().is_empty() && !c.labels().contains_key(keys::CRR_ACTIVE) =>
+                {
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                other => Err(format!("{:?}", other.map(|c| c.map(|c| c.metadata)))),
+            }
+        })
+        .await;
+        wait_deleted(&ns, "xxx", MINUTE).await;
+    }
+
+    /// orderedRecreate: `sidecar` is stopped only once `app`'s new container has run
+    /// `minStartedSeconds`; a second request for the same Pod stays Pending until the
+    /// first completes, then runs, and its forceRecreate stops the sidecar again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_crr_ordered_recreate_and_one_request_per_pod_at_a_time() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-real-ordered").await;
+        let (_manager, _agent) = start(&ns, &socket).await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        let before = running_pod(&ns, "two", &image, false).await;
+        ns.apply(&crr_yaml(
+            "first",
+            "two",
+            &["app", "sidecar"],
+            "  strategy:\n    orderedRecreate: true\n    minStartedSeconds: 3\n  activeDeadlineSeconds: 120",
+        ))
+        .await
+        .unwrap();
+        // forceRecreate: by the time it runs, the first has restarted the sidecar already
+        // (a higher restartCount than its status context), which alone would count as done.
+        ns.apply(&crr_yaml(
+            "second",
+            "two",
+            &["sidecar"],
+            "  strategy:\n    forceRecreate: true\n  activeDeadlineSeconds: 120",
+        ))
+        .await
+        .unwrap();
+        // Until the first completes, the second is Pending (never Recreating).
+        let saw_pending = std::sync::atomic::AtomicBool::new(false);
+        let first = wait_for(
+            "first Completed, second waiting meanwhile",
+            2 * MINUTE,
+            || {
+                let (saw, ns) = (&saw_pending, &ns);
+                async move {
+                    let second = get_crr(ns, "second").await;
+                    let first = get_crr(ns, "first").await;
+                    let phase = second.status.as_ref().and_then(|s| s.phase);
+                    let first_done = first.status.as_ref().is_some_and(|s| s.is_completed());
+                    if !first_done {
+                        assert_ne!(
+                            phase,
+                            Some(ContainerRecreateRequestPhase::Recreating),
+                            "second ran before first completed"
+                        );
+                        if phase == Some(ContainerRecreateRequestPhase::Pending) {
+                            saw.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        return Err(format!("{:?}", first.status));
+                    }
+                    Ok(first)
+                }
+            },
+        )
+        .await;
+        assert!(
+            saw_pending.load(std::sync::atomic::Ordering::Relaxed),
+            "second was seen Pending while first ran"
+        );
+        let states: Vec<_> = first
+            .status
+            .unwrap()
+            .container_recreate_states
+            .iter()
+            .map(|s| (s.name.clone(), s.phase))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("app".to_string(), ContainerRecreateRequestPhase::Succeeded),
+                (
+                    "sidecar".to_string(),
+                    ContainerRecreateRequestPhase::Succeeded
+                )
+            ]
+        );
+        let mid = pod(&ns, "two").await;
+        let started = |c: &str| {
+            status_of(&mid, c)
+                .state
+                .and_then(|s| s.running)
+                .and_then(|r| r.started_at)
+                .map(|t| t.0)
+                .unwrap()
+        };
+        // The sidecar was stopped only after app's new container had run 3s
+        // (timestamps in whole seconds).
+        let gap = started("app").duration_until(started("sidecar"));
+        assert!(
+            gap >= jiff::SignedDuration::from_secs(2),
+            "sidecar restarted {gap:?} after app"
+        );
+        let second = wait_completed(&ns, "second", 2 * MINUTE).await;
+        assert_eq!(
+            second.status.unwrap().container_recreate_states[0].phase,
+            ContainerRecreateRequestPhase::Succeeded
+        );
+        let after = pod(&ns, "two").await;
+        assert_eq!(after.metadata.uid, before.metadata.uid);
+        assert_eq!(status_of(&after, "app").restart_count, 1);
+        assert_eq!(status_of(&after, "sidecar").restart_count, 2);
+        // Each preStop ran once per stop, in order.
+        let written = exec_cat(&ns, "two", "app", "/shared/prestop").await;
+        assert_eq!(
+            written.lines().collect::<Vec<_>>(),
+            ["prestop app", "prestop sidecar", "prestop sidecar"]
+        );
+    }
+}
