@@ -52,20 +52,24 @@ fi
 step "local cluster"
 KRUISE_REAL_NODE=$real_node tests/cluster/cluster.sh up
 step "e2e tests"
-KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads="${E2E_THREADS:-6}" --skip conversion::
+# The real node's tests run in a step of their own below (on a cluster with real-0 they
+# would run here too, twice then).
+real_node_tests=(realnode:: imagepull::real_node)
+KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads="${E2E_THREADS:-6}" \
+  --skip conversion:: "${real_node_tests[@]/#/--skip=}"
 # The conversion tests point the CloneSet and SidecarSet CRDs at a webhook of their own and
 # back: every change of a CRD's conversion ends all watches on that kind cluster-wide, which
 # would disturb the tests running beside them. So they run alone, after the others.
 step "e2e tests: CRD conversion"
 KUBECONFIG="$root/.local/kubeconfig" cargo test -p kruise-e2e --quiet -- --test-threads=1 conversion::
-# The real node's tests (tests/e2e/tests/realnode.rs, imagepull.rs's real_node_*) when
-# this cluster has one (`make up-real` before `make test`); a kwok-only cluster has no
-# container runtime for them to use.
+# The real node's tests (realnode.rs, crr.rs's realnode module, imagepull.rs's
+# real_node_*) when this cluster has one (started above when run as root); a kwok-only
+# cluster has no container runtime for them to use.
 if "$(tests/cluster/cluster.sh bin)/kubectl" --kubeconfig "$root/.local/kubeconfig" \
   get node real-0 >/dev/null 2>&1; then
   step "e2e tests: the real node real-0"
   KUBECONFIG="$root/.local/kubeconfig" KRUISE_E2E_REAL_NODE=1 \
-    cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode:: imagepull::real_node
+    cargo test -p kruise-e2e --quiet -- --test-threads=3 "${real_node_tests[@]}"
 else
   step "e2e tests: the real node: skipped (no node real-0; make up-real adds it)"
 fi
