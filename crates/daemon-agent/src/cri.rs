@@ -162,6 +162,44 @@ impl Cri {
     }
 }
 
+/// The two container RPCs of the env-from-metadata loop ([`crate::containermeta`]).
+impl Cri {
+    /// `ExecSync(id, cmd, timeout)`: the command's stdout, or an error naming its exit
+    /// code and stderr when it fails.
+    pub async fn exec_sync(
+        &self,
+        container_id: &str,
+        cmd: &[&str],
+        timeout: Duration,
+    ) -> Result<String, Error> {
+        let request = v1::ExecSyncRequest {
+            container_id: container_id.to_string(),
+            cmd: cmd.iter().map(|c| c.to_string()).collect(),
+            timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        };
+        let out = self.runtime.clone().exec_sync(request).await?.into_inner();
+        if out.exit_code != 0 {
+            return Err(Error::Cri(format!(
+                "{cmd:?} in {container_id} exited with {}: {}",
+                out.exit_code,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `StopContainer(id, grace)`: SIGTERM, and SIGKILL after `grace_seconds`. The kubelet
+    /// then starts the container again (the agent never starts containers).
+    pub async fn stop_container(&self, container_id: &str, grace_seconds: i64) -> Result<(), Error> {
+        let request = v1::StopContainerRequest {
+            container_id: container_id.to_string(),
+            timeout: grace_seconds,
+        };
+        self.runtime.clone().stop_container(request).await?;
+        Ok(())
+    }
+}
+
 fn image_spec(image: &str) -> v1::ImageSpec {
     v1::ImageSpec {
         image: image.to_string(),

@@ -5,8 +5,13 @@
 //! Kubernetes objects other than Events, and never creates or starts containers.
 //!
 //! What it decides is in [`plan`] (pure); [`puller`] runs one worker per tag.
+//!
+//! [`containermeta`]: env from metadata. It watches its node's Pods and restarts, during
+//! an in-place update, exactly the containers whose env reads a label or annotation that
+//! changed.
 
 pub mod auth;
+pub mod containermeta;
 pub mod cri;
 pub mod error;
 pub mod metrics;
@@ -134,6 +139,12 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
         }
     }
 
+    // Env from metadata: its own loop over this node's Pods (see `containermeta`).
+    let container_meta = runtime
+        .gates
+        .enabled(kruise_runtime::gates::IN_PLACE_UPDATE_ENV_FROM_METADATA)
+        .then(|| containermeta::spawn(&runtime, cri.clone(), &config.node_name));
+
     let metrics = metrics::AgentMetrics::register(&runtime.metrics.registry);
     let api: Api<NodeImage> = Api::all(runtime.client.clone());
     let (tx, mut rx) = tokio::sync::watch::channel::<Option<Arc<NodeImage>>>(None);
@@ -189,6 +200,9 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
     }
     puller.stop();
     watch.abort();
+    if let Some(task) = container_meta {
+        task.abort();
+    }
     Ok(())
 }
 

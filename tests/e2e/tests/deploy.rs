@@ -429,6 +429,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             imagepulljob_ctl::webhook::configurations(None),
             "imagepulljob-webhook",
         ),
+        (
+            "launchpriority",
+            launchpriority_ctl::webhook::configurations(None),
+            "container-launch-priority-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1479,13 +1484,56 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  delete nodeimages.apps.kruise.io                               *
     no  patch  imagepulljobs.apps.kruise.io                            default
     no  list   imagepulljobs.apps.kruise.io                            default
-    # No Pods, nodes or containers through the API (the CRI socket is local).
-    no  list   pods                                                    *
+    # Env from metadata: its node's Pods (list/watch, field selector on the node) and
+    # their runtime-containers-meta annotation through pods/status; never their spec.
+    yes list   pods                                                    *
+    yes watch  pods                                                    *
+    yes patch  pods#status                                             default
+    no  patch  pods                                                    default
+    no  update pods                                                    default
+    no  delete pods                                                    default
+    # No nodes or containers through the API (the CRI socket is local).
     no  create pods#exec                                               default
     no  patch  nodes                                                   *
     no  get    nodes#proxy                                             *
     no  create leases.coordination.k8s.io                              kruise-system
     no  create serviceaccounts#token                                   kruise-daemon-config
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const LAUNCHPRIORITY_CHECKS: &str = "
+    # The Pods being launched in order (label-selected watch) and their completion patch.
+    yes list   pods                                                    *
+    yes watch  pods                                                    *
+    yes patch  pods                                                    default
+    no  update pods                                                    default
+    no  delete pods                                                    default
+    no  patch  pods#status                                             default
+    no  create pods#eviction                                           default
+    # The barrier ConfigMaps: got one by one, created, keys added; never listed or deleted.
+    yes get    configmaps                                              default
+    yes create configmaps                                              default
+    yes patch  configmaps                                              default
+    no  list   configmaps                                              default
+    no  watch  configmaps                                              default
+    no  delete configmaps                                              default
+    no  update configmaps                                              default
+    # Lease, webhook CA, its own webhook configuration.
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes get    leases.coordination.k8s.io/container-launch-priority-controller kruise-system
+    yes patch  leases.coordination.k8s.io/container-launch-priority-controller kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    yes get    secrets/container-launch-priority-webhook-ca            kruise-system
+    yes update secrets/container-launch-priority-webhook-ca            kruise-system
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    yes create mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    yes patch  mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    no  delete mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    no  patch  mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    no  create validatingwebhookconfigurations                          *
+    no  create events.events.k8s.io                                    default
+    no  list   nodes                                                   *
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
@@ -1511,6 +1559,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("uniteddeployment-ctl", UNITEDDEPLOYMENT_CHECKS),
         ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
         ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
+        ("launchpriority-ctl", LAUNCHPRIORITY_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {

@@ -10,7 +10,9 @@ mod conversion;
 mod cronjob;
 mod daemonset;
 mod deploy;
+mod envfrommetadata;
 mod imagepull;
+mod launchpriority;
 mod persistentpodstate;
 mod protection;
 #[path = "pub.rs"]
