@@ -234,12 +234,15 @@ pub fn spawn(runtime: &Runtime, cri: Cri, node: &str) -> tokio::task::JoinHandle
         .debounce(Duration::from_millis(200));
     let shutdown = runtime.shutdown.clone();
     tokio::spawn(async move {
-        Controller::for_shared_stream(ctx.pods.subscribe(), ctx.pods.store().clone())
-            .with_config(config)
-            .graceful_shutdown_on(async move { shutdown.cancelled().await })
-            .run(reconcile, error_policy, ctx)
-            .for_each(|_| async {})
-            .await;
+        let controller =
+            Controller::for_shared_stream(ctx.pods.subscribe(), ctx.pods.store().clone())
+                .with_config(config)
+                .run(reconcile, error_policy, ctx)
+                .for_each(|_| async {});
+        tokio::select! {
+            _ = controller => {}
+            _ = shutdown.cancelled() => {}
+        }
     })
 }
 

@@ -852,13 +852,12 @@ mod tests {
         );
         p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].container_id =
             Some("containerd://new".into());
-        let state = InPlaceUpdateState {
-            revision: "r2".into(),
-            update_timestamp: Time(t(0)),
-            last_container_statuses: [("app".to_string(), Default::default())].into(),
-            update_env_from_metadata: true,
-            ..Default::default()
-        };
+        let state: InPlaceUpdateState = serde_json::from_value(json!({
+            "revision": "r2", "updateTimestamp": "2023-11-14T22:13:20Z",
+            "lastContainerStatuses": {"app": {"imageID": ""}},
+            "updateEnvFromMetadata": true,
+        }))
+        .unwrap();
         let set_meta = |p: &mut Pod, id: &str, version: &str| {
             let mut m = p.metadata.clone();
             m.labels = Some([("version".to_string(), version.to_string())].into());

@@ -242,7 +242,7 @@ mod tests {
                 let mut newly: Vec<i32> = Vec::new();
                 for (n, pr) in &containers {
                     if !ready.contains(n) && released.contains(&barrier_key(*pr)) {
-                        ready.push(n);
+                        ready.push(*n);
                         newly.push(*pr);
                     }
                 }

@@ -3546,6 +3546,52 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launchpriority_ctl_runs_on_its_overlay_rbac_alone() {
+    let run = OnItsRbac::start("launchpriority-ctl", "deploy-launch").await;
+    let ns = &run.ns;
+    // An Ordered Pod on the kwok nodes: barriers injected by the webhook, the ConfigMap
+    // created and every key released by the controller, the Pod completed, all on the
+    // token's grants.
+    ns.apply(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: ordered
+  annotations:
+    apps.kruise.io/container-launch-priority: Ordered
+spec:
+  containers:
+  - name: sidecar
+    image: busybox
+  - name: main
+    image: busybox
+"#,
+    )
+    .await
+    .expect("create Pod");
+    let pods = ns.api::<Pod>();
+    let pod = wait_for("ordered launch completed", MINUTE, || async {
+        let p = pods.get("ordered").await.map_err(|e| e.to_string())?;
+        let done = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("apps.kruise.io/container-launch-priority-completed"))
+            .is_some_and(|v| v == "true");
+        if done { Ok(p) } else { Err(format!("{:?}", p.metadata.annotations)) }
+    })
+    .await;
+    assert!(
+        serde_json::to_string(&pod.spec).unwrap().contains("ordered-barrier"),
+        "barrier env injected"
+    );
+    let cm = ns.api::<ConfigMap>().get("ordered-barrier").await.unwrap();
+    let keys: Vec<String> = cm.data.unwrap_or_default().into_keys().collect();
+    assert_eq!(keys, ["p_-1", "p_0"]);
+    run.finish(launchpriority_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pub_ctl_runs_on_its_overlay_rbac_alone() {
     use k8s_openapi::api::apps::v1::Deployment;
     use kruise_api::policy_v1alpha1::PodUnavailableBudget;
