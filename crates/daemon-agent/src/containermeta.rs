@@ -63,16 +63,14 @@ pub fn is_relevant(pod: &Pod) -> bool {
         return false;
     }
     let owned_by_kruise = pod.metadata.owner_references.iter().flatten().any(|o| {
-        o.controller == Some(true)
-            && o.api_version.split('/').next() == Some("apps.kruise.io")
+        o.controller == Some(true) && o.api_version.split('/').next() == Some("apps.kruise.io")
     });
     let injected = pod
         .metadata
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(keys::SIDECARSET_HASH));
-    (owned_by_kruise || injected)
-        && statuses(pod).iter().any(|s| s.container_id.is_some())
+    (owned_by_kruise || injected) && statuses(pod).iter().any(|s| s.container_id.is_some())
 }
 
 fn statuses(pod: &Pod) -> &[k8s_openapi::api::core::v1::ContainerStatus] {
@@ -83,7 +81,11 @@ fn statuses(pod: &Pod) -> &[k8s_openapi::api::core::v1::ContainerStatus] {
 }
 
 fn spec_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
-    pod.spec.as_ref()?.containers.iter().find(|c| c.name == name)
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == name)
 }
 
 /// Whether the Pod is mid in-place update (`InPlaceUpdateReady=False`).
@@ -262,9 +264,16 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
         let Some(container) = spec_container(&pod, &name) else {
             continue;
         };
-        match ctx.cri.exec_sync(runtime_id(&id), &["env"], EXEC_TIMEOUT).await {
+        match ctx
+            .cri
+            .exec_sync(runtime_id(&id), &["env"], EXEC_TIMEOUT)
+            .await
+        {
             Ok(out) => {
-                read.insert(id, envhash::running_hash(container, &envhash::parse_env_output(&out)));
+                read.insert(
+                    id,
+                    envhash::running_hash(container, &envhash::parse_env_output(&out)),
+                );
             }
             Err(e) => {
                 tracing::warn!(pod = %pod.name_any(), container = %name, error = %e, "cannot read the container's env; retrying");
@@ -307,8 +316,12 @@ async fn record(ctx: &Context, pod: &Pod, set: &RuntimeContainerMetaSet) -> Resu
         "uid": pod.uid(),
         "annotations": {keys::RUNTIME_CONTAINERS_META: serde_json::to_string(set)?},
     }});
-    api.patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(patch))
-        .await?;
+    api.patch_status(
+        &pod.name_any(),
+        &PatchParams::default(),
+        &Patch::Strategic(patch),
+    )
+    .await?;
     Ok(())
 }
 
@@ -384,41 +397,106 @@ mod tests {
 
     #[test]
     fn a_new_container_is_read_once_and_recorded() {
-        let p = pod("v1", false, json!([running("app", "containerd://a1", 0), running("side", "containerd://s1", 0)]));
+        let p = pod(
+            "v1",
+            false,
+            json!([
+                running("app", "containerd://a1", 0),
+                running("side", "containerd://s1", 0)
+            ]),
+        );
         assert!(is_relevant(&p));
         // Only the container that reads metadata needs its env read.
-        assert_eq!(to_read(&p, None), vec![("app".to_string(), "containerd://a1".to_string())]);
+        assert_eq!(
+            to_read(&p, None),
+            vec![("app".to_string(), "containerd://a1".to_string())]
+        );
         let read = BTreeMap::from([("containerd://a1".to_string(), env_hash("v1"))]);
         let plan = plan(&p, None, &read);
         assert!(plan.stop.is_empty());
         assert_eq!(plan.set.containers.len(), 2);
-        assert_eq!(plan.set.containers[0].hashes.extracted_env_from_metadata_hash, env_hash("v1"));
-        assert_ne!(plan.set.containers[1].hashes.extracted_env_from_metadata_hash, 0);
+        assert_eq!(
+            plan.set.containers[0]
+                .hashes
+                .extracted_env_from_metadata_hash,
+            env_hash("v1")
+        );
+        assert_ne!(
+            plan.set.containers[1]
+                .hashes
+                .extracted_env_from_metadata_hash,
+            0
+        );
         // Recorded: nothing more to read, the same set again.
         assert!(to_read(&p, Some(&plan.set)).is_empty());
-        assert_eq!(super::plan(&p, Some(&plan.set), &BTreeMap::new()).set, plan.set);
+        assert_eq!(
+            super::plan(&p, Some(&plan.set), &BTreeMap::new()).set,
+            plan.set
+        );
         // Upstream's JSON field names.
         let json = serde_json::to_value(&plan.set).unwrap();
         assert_eq!(json["containers"][0]["containerID"], "containerd://a1");
-        assert_eq!(json["containers"][0]["hashes"]["extractedEnvFromMetadataHash"], env_hash("v1"));
+        assert_eq!(
+            json["containers"][0]["hashes"]["extractedEnvFromMetadataHash"],
+            env_hash("v1")
+        );
     }
 
     #[test]
     fn only_the_container_reading_the_changed_label_is_stopped_and_only_mid_update() {
-        let statuses = json!([running("app", "containerd://a1", 0), running("side", "containerd://s1", 0)]);
-        let before = plan(&pod("v1", false, statuses.clone()), None, &BTreeMap::from([("containerd://a1".to_string(), env_hash("v1"))])).set;
+        let statuses = json!([
+            running("app", "containerd://a1", 0),
+            running("side", "containerd://s1", 0)
+        ]);
+        let before = plan(
+            &pod("v1", false, statuses.clone()),
+            None,
+            &BTreeMap::from([("containerd://a1".to_string(), env_hash("v1"))]),
+        )
+        .set;
         // The label changed by hand: nothing stops.
-        assert!(plan(&pod("v2", false, statuses.clone()), Some(&before), &BTreeMap::new()).stop.is_empty());
+        assert!(
+            plan(
+                &pod("v2", false, statuses.clone()),
+                Some(&before),
+                &BTreeMap::new()
+            )
+            .stop
+            .is_empty()
+        );
         // The label changed by an in-place update: `app` stops, `side` does not.
         let p = plan(&pod("v2", true, statuses), Some(&before), &BTreeMap::new());
-        assert_eq!(p.stop, vec![Stop { name: "app".into(), container_id: "containerd://a1".into() }]);
+        assert_eq!(
+            p.stop,
+            vec![Stop {
+                name: "app".into(),
+                container_id: "containerd://a1".into()
+            }]
+        );
         // The kubelet started a new `app` with v2: read, recorded, nothing to stop.
-        let after = pod("v2", true, json!([running("app", "containerd://a2", 1), running("side", "containerd://s1", 0)]));
-        assert_eq!(to_read(&after, Some(&before)), vec![("app".to_string(), "containerd://a2".to_string())]);
-        let p = plan(&after, Some(&before), &BTreeMap::from([("containerd://a2".to_string(), env_hash("v2"))]));
+        let after = pod(
+            "v2",
+            true,
+            json!([
+                running("app", "containerd://a2", 1),
+                running("side", "containerd://s1", 0)
+            ]),
+        );
+        assert_eq!(
+            to_read(&after, Some(&before)),
+            vec![("app".to_string(), "containerd://a2".to_string())]
+        );
+        let p = plan(
+            &after,
+            Some(&before),
+            &BTreeMap::from([("containerd://a2".to_string(), env_hash("v2"))]),
+        );
         assert!(p.stop.is_empty());
         assert_eq!(p.set.containers[0].restart_count, 1);
-        assert_eq!(p.set.containers[0].hashes.extracted_env_from_metadata_hash, env_hash("v2"));
+        assert_eq!(
+            p.set.containers[0].hashes.extracted_env_from_metadata_hash,
+            env_hash("v2")
+        );
     }
 
     #[test]
@@ -427,10 +505,33 @@ mod tests {
         // The env could not be read: unknown hash, no stop.
         let plan_unread = plan(&p, None, &BTreeMap::new());
         assert!(plan_unread.stop.is_empty());
-        assert_eq!(plan_unread.set.containers[0].hashes.extracted_env_from_metadata_hash, 0);
-        let exited = pod("v2", true, json!([{"name": "app", "containerID": "containerd://a1", "restartCount": 0, "ready": false, "image": "i", "imageID": "", "state": {"terminated": {"exitCode": 0}}}]));
-        let recorded = RuntimeContainerMetaSet { containers: vec![RuntimeContainerMeta { name: "app".into(), container_id: "containerd://a1".into(), restart_count: 0, hashes: RuntimeContainerHashes { extracted_env_from_metadata_hash: env_hash("v1"), ..Default::default() } }] };
-        assert!(plan(&exited, Some(&recorded), &BTreeMap::new()).stop.is_empty());
+        assert_eq!(
+            plan_unread.set.containers[0]
+                .hashes
+                .extracted_env_from_metadata_hash,
+            0
+        );
+        let exited = pod(
+            "v2",
+            true,
+            json!([{"name": "app", "containerID": "containerd://a1", "restartCount": 0, "ready": false, "image": "i", "imageID": "", "state": {"terminated": {"exitCode": 0}}}]),
+        );
+        let recorded = RuntimeContainerMetaSet {
+            containers: vec![RuntimeContainerMeta {
+                name: "app".into(),
+                container_id: "containerd://a1".into(),
+                restart_count: 0,
+                hashes: RuntimeContainerHashes {
+                    extracted_env_from_metadata_hash: env_hash("v1"),
+                    ..Default::default()
+                },
+            }],
+        };
+        assert!(
+            plan(&exited, Some(&recorded), &BTreeMap::new())
+                .stop
+                .is_empty()
+        );
     }
 
     #[test]
@@ -438,7 +539,8 @@ mod tests {
         let mut p = pod("v1", true, json!([running("app", "containerd://a1", 0)]));
         p.metadata.owner_references = None;
         assert!(!is_relevant(&p));
-        p.metadata.annotations = Some([(keys::SIDECARSET_HASH.to_string(), "{}".to_string())].into());
+        p.metadata.annotations =
+            Some([(keys::SIDECARSET_HASH.to_string(), "{}".to_string())].into());
         assert!(is_relevant(&p));
         assert_eq!(runtime_id("containerd://abc"), "abc");
     }

@@ -190,7 +190,11 @@ impl Cri {
 
     /// `StopContainer(id, grace)`: SIGTERM, and SIGKILL after `grace_seconds`. The kubelet
     /// then starts the container again (the agent never starts containers).
-    pub async fn stop_container(&self, container_id: &str, grace_seconds: i64) -> Result<(), Error> {
+    pub async fn stop_container(
+        &self,
+        container_id: &str,
+        grace_seconds: i64,
+    ) -> Result<(), Error> {
         let request = v1::StopContainerRequest {
             container_id: container_id.to_string(),
             timeout: grace_seconds,

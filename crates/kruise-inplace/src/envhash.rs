@@ -139,7 +139,10 @@ mod tests {
 
     #[test]
     fn only_metadata_fieldrefs_count() {
-        let names: Vec<String> = metadata_env(&container()).into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> = metadata_env(&container())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         assert_eq!(names, ["VERSION", "OWNER"]);
     }
 
@@ -148,11 +151,20 @@ mod tests {
         let c = container();
         let env = parse_env_output("PATH=/bin\nVERSION=v1\nOWNER=a=b\nPLAIN=x\nNODE=n\n");
         assert_eq!(env["OWNER"], "a=b");
-        assert_eq!(running_hash(&c, &env), expected_hash(&c, &meta("v1", "a=b")));
-        assert_ne!(running_hash(&c, &env), expected_hash(&c, &meta("v2", "a=b")));
+        assert_eq!(
+            running_hash(&c, &env),
+            expected_hash(&c, &meta("v1", "a=b"))
+        );
+        assert_ne!(
+            running_hash(&c, &env),
+            expected_hash(&c, &meta("v2", "a=b"))
+        );
         // Another unrelated label changes nothing.
         let mut m = meta("v1", "a=b");
-        m.labels.as_mut().unwrap().insert("unrelated".into(), "2".into());
+        m.labels
+            .as_mut()
+            .unwrap()
+            .insert("unrelated".into(), "2".into());
         assert_eq!(running_hash(&c, &env), expected_hash(&c, &m));
     }
 
@@ -160,7 +172,10 @@ mod tests {
     fn a_known_value_stays_the_same() {
         // Pinned: the agent and the controllers of another version must agree.
         assert_eq!(fnv1a(std::iter::empty()), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a([("VERSION", "v1")].into_iter()), 0x6c4a_d79d_2c9e_1733);
+        assert_eq!(
+            fnv1a([("VERSION", "v1")].into_iter()),
+            0x6c4a_d79d_2c9e_1733
+        );
     }
 
     proptest! {

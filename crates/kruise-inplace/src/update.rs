@@ -850,8 +850,13 @@ mod tests {
             serde_json::from_value(json!([{"name": "V", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['version']"}}}]))
                 .unwrap(),
         );
-        p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].container_id =
-            Some("containerd://new".into());
+        p.status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .container_id = Some("containerd://new".into());
         let state: InPlaceUpdateState = serde_json::from_value(json!({
             "revision": "r2", "updateTimestamp": "2023-11-14T22:13:20Z",
             "lastContainerStatuses": {"app": {"imageID": ""}},
@@ -873,14 +878,21 @@ mod tests {
                     },
                 }],
             };
-            p.metadata.annotations.get_or_insert_with(Default::default).insert(
-                keys::RUNTIME_CONTAINERS_META.into(),
-                serde_json::to_string(&meta).unwrap(),
-            );
+            p.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    keys::RUNTIME_CONTAINERS_META.into(),
+                    serde_json::to_string(&meta).unwrap(),
+                );
         };
         p.metadata.labels = Some([("version".to_string(), "v2".to_string())].into());
         p.metadata.annotations = Some(
-            [(keys::INPLACE_UPDATE_STATE.to_string(), serde_json::to_string(&state).unwrap())].into(),
+            [(
+                keys::INPLACE_UPDATE_STATE.to_string(),
+                serde_json::to_string(&state).unwrap(),
+            )]
+            .into(),
         );
         // No runtime meta yet.
         assert!(!is_update_completed(&p));

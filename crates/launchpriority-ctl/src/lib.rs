@@ -54,8 +54,13 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let (r, pods) = (&ctx.reconciler, &ctx.pods);
-    let controller =
-        |workers| r.run_with(r.controller(pods, workers), ctx.clone(), reconcile::reconcile);
+    let controller = |workers| {
+        r.run_with(
+            r.controller(pods, workers),
+            ctx.clone(),
+            reconcile::reconcile,
+        )
+    };
     runtime
         .serve_with_webhooks(webhook::routes(), webhook::configurations, controller)
         .await?;

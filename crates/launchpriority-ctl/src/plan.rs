@@ -118,7 +118,9 @@ pub fn plan(pod: &Pod, barrier: Option<&BTreeSet<String>>) -> Plan {
         .filter(|k| !existing.contains(k));
     let mut after = existing.clone();
     after.extend(next.iter().cloned());
-    let complete = priorities.iter().all(|(_, p)| after.contains(&barrier_key(*p)));
+    let complete = priorities
+        .iter()
+        .all(|(_, p)| after.contains(&barrier_key(*p)));
     match barrier {
         None => Plan {
             create: Some(next.into_iter().collect()),
@@ -186,8 +188,17 @@ mod tests {
         let p = plan(&pod(&containers, &[]), Some(&keys_of(&[])));
         assert_eq!((p.add_key.as_deref(), p.complete), (Some("p_5"), false));
         // b ready but c not: level 1 is released already, d waits.
-        assert!(plan(&pod(&containers, &["a", "b"]), Some(&keys_of(&["p_5", "p_1"]))).is_empty());
-        let p = plan(&pod(&containers, &["a", "b", "c"]), Some(&keys_of(&["p_5", "p_1"])));
+        assert!(
+            plan(
+                &pod(&containers, &["a", "b"]),
+                Some(&keys_of(&["p_5", "p_1"]))
+            )
+            .is_empty()
+        );
+        let p = plan(
+            &pod(&containers, &["a", "b", "c"]),
+            Some(&keys_of(&["p_5", "p_1"])),
+        );
         assert_eq!((p.add_key.as_deref(), p.complete), (Some("p_-3"), true));
     }
 
@@ -195,16 +206,36 @@ mod tests {
     fn completed_finished_and_foreign_pods_are_left_alone() {
         let containers = [("a", 1), ("b", 0)];
         let mut done = pod(&containers, &[]);
-        done.metadata.annotations = Some([(keys::CONTAINER_LAUNCH_PRIORITY_COMPLETED.to_string(), "true".to_string())].into());
+        done.metadata.annotations = Some(
+            [(
+                keys::CONTAINER_LAUNCH_PRIORITY_COMPLETED.to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
         // Completed but still labelled: only the label goes.
-        assert_eq!(plan(&done, None), Plan { complete: true, ..Plan::default() });
+        assert_eq!(
+            plan(&done, None),
+            Plan {
+                complete: true,
+                ..Plan::default()
+            }
+        );
         done.metadata.labels = None;
         assert!(plan(&done, None).is_empty());
         let mut gone = pod(&containers, &[]);
-        gone.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        gone.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
         assert!(plan(&gone, None).is_empty());
         let mut plain = pod(&containers, &[]);
-        plain.spec.as_mut().unwrap().containers.iter_mut().for_each(|c| c.env = None);
+        plain
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .for_each(|c| c.env = None);
         assert!(plan(&plain, None).is_empty());
     }
 

@@ -41,11 +41,9 @@ fn env_priority(container: &Value, path: &str) -> Result<i32, FieldError> {
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let Some((j, var)) = env
-        .iter()
-        .enumerate()
-        .find(|(_, e)| e.get("name").and_then(Value::as_str) == Some(keys::KRUISE_CONTAINER_PRIORITY))
-    else {
+    let Some((j, var)) = env.iter().enumerate().find(|(_, e)| {
+        e.get("name").and_then(Value::as_str) == Some(keys::KRUISE_CONTAINER_PRIORITY)
+    }) else {
         return Ok(0);
     };
     let range = format!(
@@ -57,7 +55,10 @@ fn env_priority(container: &Value, path: &str) -> Result<i32, FieldError> {
         // The value is only known to the kubelet; the order must be decided now.
         return Err(field::invalid_detail(
             format!("{path}.env[{j}].valueFrom"),
-            format!("{} must be a literal value that {range}", keys::KRUISE_CONTAINER_PRIORITY),
+            format!(
+                "{} must be a literal value that {range}",
+                keys::KRUISE_CONTAINER_PRIORITY
+            ),
         ));
     }
     let raw = var.get("value").and_then(Value::as_str).unwrap_or_default();
@@ -205,16 +206,24 @@ mod tests {
         );
         assert_eq!(decide(&p), Decision::Barriers(vec![0, -1]));
         let patched = with_barriers(&p, "p", &[0, -1]);
-        let key = |i: usize| patched["spec"]["containers"][i]["env"][0]["valueFrom"]["configMapKeyRef"].clone();
+        let key = |i: usize| {
+            patched["spec"]["containers"][i]["env"][0]["valueFrom"]["configMapKeyRef"].clone()
+        };
         assert_eq!(key(0), json!({"name": "p-barrier", "key": "p_0"}));
         assert_eq!(key(1), json!({"name": "p-barrier", "key": "p_-1"}));
-        assert_eq!(patched["metadata"]["labels"][keys::CONTAINER_LAUNCH_BARRIER_LABEL], "true");
+        assert_eq!(
+            patched["metadata"]["labels"][keys::CONTAINER_LAUNCH_BARRIER_LABEL],
+            "true"
+        );
     }
 
     #[test]
     fn env_priorities_missing_means_zero() {
         // N6: [main (no env), sidecar (1)] → p_0, p_1.
-        let p = pod(json!({}), json!([{"name": "main"}, with_env("sidecar", "1")]));
+        let p = pod(
+            json!({}),
+            json!([{"name": "main"}, with_env("sidecar", "1")]),
+        );
         assert_eq!(decide(&p), Decision::Barriers(vec![0, 1]));
     }
 
@@ -241,7 +250,11 @@ mod tests {
     fn bad_priorities_name_the_field() {
         let p = pod(
             json!({}),
-            json!([with_env("a", "high"), with_env("b", "2147483648"), with_env("c", "-2147483648")]),
+            json!([
+                with_env("a", "high"),
+                with_env("b", "2147483648"),
+                with_env("c", "-2147483648")
+            ]),
         );
         let Decision::Invalid(errors) = decide(&p) else {
             panic!("expected invalid")
@@ -251,25 +264,48 @@ mod tests {
             messages[0],
             "spec.containers[0].env[0].value: Invalid value: \"high\": must be an integer in [-2147483647, 2147483647]"
         );
-        assert!(messages[1].starts_with("spec.containers[1].env[0].value: Invalid value: \"2147483648\""));
+        assert!(
+            messages[1]
+                .starts_with("spec.containers[1].env[0].value: Invalid value: \"2147483648\"")
+        );
         assert!(messages[2].starts_with("spec.containers[2].env[0].value"));
         let from = pod(
             json!({}),
             json!([{"name": "a", "env": [{"name": "KRUISE_CONTAINER_PRIORITY", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}, {"name": "b"}]),
         );
-        assert!(matches!(decide(&from), Decision::Invalid(e) if e[0].path == "spec.containers[0].env[0].valueFrom"));
+        assert!(
+            matches!(decide(&from), Decision::Invalid(e) if e[0].path == "spec.containers[0].env[0].valueFrom")
+        );
         // The extremes of the range are accepted.
-        let edges = pod(json!({}), json!([with_env("a", "2147483647"), with_env("b", "-2147483647")]));
-        assert_eq!(decide(&edges), Decision::Barriers(vec![i32::MAX, -i32::MAX]));
+        let edges = pod(
+            json!({}),
+            json!([with_env("a", "2147483647"), with_env("b", "-2147483647")]),
+        );
+        assert_eq!(
+            decide(&edges),
+            Decision::Barriers(vec![i32::MAX, -i32::MAX])
+        );
     }
 
     #[test]
     fn a_second_call_replaces_the_barrier_and_keeps_other_env() {
-        let p = pod(json!({}), json!([with_env("main", "1"), {"name": "side", "env": [{"name": "X", "value": "y"}]}]));
+        let p = pod(
+            json!({}),
+            json!([with_env("main", "1"), {"name": "side", "env": [{"name": "X", "value": "y"}]}]),
+        );
         let once = with_barriers(&p, "p", &[1, 0]);
         assert_eq!(with_barriers(&once, "p", &[1, 0]), once);
-        assert_eq!(once["spec"]["containers"][1]["env"][0], json!({"name": "X", "value": "y"}));
-        assert_eq!(once["spec"]["containers"][1]["env"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            once["spec"]["containers"][1]["env"][0],
+            json!({"name": "X", "value": "y"})
+        );
+        assert_eq!(
+            once["spec"]["containers"][1]["env"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ async fn carry_out(
 ) -> Result<Action, Error> {
     let name = pod.name_any();
     let params = PatchParams::default();
+    let released = plan.create.as_ref().is_some_and(|k| !k.is_empty()) || plan.add_key.is_some();
     if let Some(keys) = plan.create {
         let cm = ConfigMap {
             metadata: ObjectMeta {
@@ -60,13 +61,19 @@ async fn carry_out(
                 }]),
                 ..Default::default()
             },
-            data: Some(keys.iter().map(|k| (k.clone(), "true".to_string())).collect::<BTreeMap<_, _>>()),
+            data: Some(
+                keys.iter()
+                    .map(|k| (k.clone(), "true".to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
             ..Default::default()
         };
         match barriers.create(&PostParams::default(), &cm).await {
             Ok(_) => tracing::info!(pod = %name, ?keys, "barrier created"),
             // Created by a reconcile whose Pod event we have not seen yet: read it again.
-            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(Action::requeue(std::time::Duration::from_millis(200))),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                return Ok(Action::requeue(std::time::Duration::from_millis(200)));
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -80,9 +87,9 @@ async fn carry_out(
             .await?;
         tracing::info!(pod = %name, key, "barrier key released");
     }
-    let released = plan.create.as_ref().is_some_and(|k| !k.is_empty()) || plan.add_key.is_some();
     if plan.complete {
-        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+        let pods: Api<Pod> =
+            Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
         // One write: the completion the spec asks for, and the label that kept the Pod in
         // this controller's watch removed.
         pods.patch(

@@ -215,7 +215,10 @@ mod tests {
         assert!(name.as_str() > "kruise-sidecarset-mutating-t1");
         let hook = &mutating[0].webhooks.as_ref().unwrap()[0];
         assert_eq!(hook.reinvocation_policy.as_deref(), Some("IfNeeded"));
-        assert_eq!(hook.match_conditions.as_ref().unwrap()[0].name, CONDITION_NAME);
+        assert_eq!(
+            hook.match_conditions.as_ref().unwrap()[0].name,
+            CONDITION_NAME
+        );
     }
 
     #[test]

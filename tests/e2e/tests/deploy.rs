@@ -3578,11 +3578,17 @@ spec:
             .as_ref()
             .and_then(|a| a.get("apps.kruise.io/container-launch-priority-completed"))
             .is_some_and(|v| v == "true");
-        if done { Ok(p) } else { Err(format!("{:?}", p.metadata.annotations)) }
+        if done {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", p.metadata.annotations))
+        }
     })
     .await;
     assert!(
-        serde_json::to_string(&pod.spec).unwrap().contains("ordered-barrier"),
+        serde_json::to_string(&pod.spec)
+            .unwrap()
+            .contains("ordered-barrier"),
         "barrier env injected"
     );
     let cm = ns.api::<ConfigMap>().get("ordered-barrier").await.unwrap();

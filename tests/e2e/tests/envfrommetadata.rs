@@ -7,8 +7,8 @@ mod realnode {
 
     use daemon_agent::AgentConfig;
     use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-    use kruise_api::appspub::RuntimeContainerMetaSet;
     use kruise_api::apps_v1alpha1::CloneSet;
+    use kruise_api::appspub::RuntimeContainerMetaSet;
     use kruise_api::keys;
     use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, wait_for};
     use kube::ResourceExt;
@@ -55,8 +55,14 @@ mod realnode {
             return;
         };
         let ns = TestNamespace::new("envmeta").await;
-        let _cloneset = if deployed_controller_pods("cloneset-controller").await.is_empty() {
-            Some(RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", cloneset_ctl::run).await)
+        let _cloneset = if deployed_controller_pods("cloneset-controller")
+            .await
+            .is_empty()
+        {
+            Some(
+                RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", cloneset_ctl::run)
+                    .await,
+            )
         } else {
             eprintln!("using the deployed cloneset-controller (make deploy-local)");
             None
@@ -117,65 +123,94 @@ spec:
         ns.apply(&cloneset("v1")).await.unwrap();
 
         // Running, and the agent has recorded what `app` was started with.
-        let before = wait_for("the Pod running with v1, its meta recorded", 2 * MINUTE, || async {
-            let pod = the_pod(&ns).await.ok_or("no Pod yet")?;
-            let meta = pod
-                .annotations()
-                .get(keys::RUNTIME_CONTAINERS_META)
-                .and_then(|m| serde_json::from_str::<RuntimeContainerMetaSet>(m).ok());
-            let recorded = meta.as_ref().is_some_and(|m| {
-                m.containers.iter().any(|c| {
-                    c.name == "app"
-                        && Some(&c.container_id) == status(&pod, "app").container_id.as_ref()
-                        && c.hashes.extracted_env_from_metadata_hash != 0
-                })
-            });
-            let printed = logs(&ns, &pod.name_any(), "app").await;
-            if is_ready(&pod) && recorded && printed.contains("version=v1") {
-                Ok(pod)
-            } else {
-                Err(format!("ready {}, recorded {recorded}, logs {printed:?}, meta {meta:?}", is_ready(&pod)))
-            }
-        })
+        let before = wait_for(
+            "the Pod running with v1, its meta recorded",
+            2 * MINUTE,
+            || async {
+                let pod = the_pod(&ns).await.ok_or("no Pod yet")?;
+                let meta = pod
+                    .annotations()
+                    .get(keys::RUNTIME_CONTAINERS_META)
+                    .and_then(|m| serde_json::from_str::<RuntimeContainerMetaSet>(m).ok());
+                let recorded = meta.as_ref().is_some_and(|m| {
+                    m.containers.iter().any(|c| {
+                        c.name == "app"
+                            && Some(&c.container_id) == status(&pod, "app").container_id.as_ref()
+                            && c.hashes.extracted_env_from_metadata_hash != 0
+                    })
+                });
+                let printed = logs(&ns, &pod.name_any(), "app").await;
+                if is_ready(&pod) && recorded && printed.contains("version=v1") {
+                    Ok(pod)
+                } else {
+                    Err(format!(
+                        "ready {}, recorded {recorded}, logs {printed:?}, meta {meta:?}",
+                        is_ready(&pod)
+                    ))
+                }
+            },
+        )
         .await;
-        assert_eq!(before.spec.as_ref().unwrap().node_name.as_deref(), Some(NODE));
+        assert_eq!(
+            before.spec.as_ref().unwrap().node_name.as_deref(),
+            Some(NODE)
+        );
 
         // Only the label changes.
         ns.api::<CloneSet>()
             .patch(
                 "envmeta",
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"template": {"metadata": {"labels": {"version": "v2"}}}}})),
+                &Patch::Merge(
+                    json!({"spec": {"template": {"metadata": {"labels": {"version": "v2"}}}}}),
+                ),
             )
             .await
             .unwrap();
 
-        let after = wait_for("app restarted with v2, the update complete", 2 * MINUTE, || async {
-            let pod = the_pod(&ns).await.ok_or("no Pod")?;
-            let app = status(&pod, "app");
-            let printed = logs(&ns, &pod.name_any(), "app").await;
-            let done = running(app)
-                && app.restart_count == 1
-                && printed.contains("version=v2")
-                && is_ready(&pod)
-                && condition(&pod, keys::INPLACE_UPDATE_READY).as_deref() == Some("True");
-            if done {
-                Ok(pod)
-            } else {
-                Err(format!(
-                    "app {:?}, logs {printed:?}, InPlaceUpdateReady {:?}, meta {:?}",
-                    app.state,
-                    condition(&pod, keys::INPLACE_UPDATE_READY),
-                    pod.annotations().get(keys::RUNTIME_CONTAINERS_META)
-                ))
-            }
-        })
+        let after = wait_for(
+            "app restarted with v2, the update complete",
+            2 * MINUTE,
+            || async {
+                let pod = the_pod(&ns).await.ok_or("no Pod")?;
+                let app = status(&pod, "app");
+                let printed = logs(&ns, &pod.name_any(), "app").await;
+                let done = running(app)
+                    && app.restart_count == 1
+                    && printed.contains("version=v2")
+                    && is_ready(&pod)
+                    && condition(&pod, keys::INPLACE_UPDATE_READY).as_deref() == Some("True");
+                if done {
+                    Ok(pod)
+                } else {
+                    Err(format!(
+                        "app {:?}, logs {printed:?}, InPlaceUpdateReady {:?}, meta {:?}",
+                        app.state,
+                        condition(&pod, keys::INPLACE_UPDATE_READY),
+                        pod.annotations().get(keys::RUNTIME_CONTAINERS_META)
+                    ))
+                }
+            },
+        )
         .await;
         assert_eq!(after.uid(), before.uid(), "the same Pod, updated in place");
-        assert_eq!(after.labels().get("version").map(String::as_str), Some("v2"));
-        assert_ne!(status(&after, "app").container_id, status(&before, "app").container_id);
-        assert_eq!(status(&after, "side").restart_count, 0, "only the container reading the label restarted");
-        assert_eq!(status(&after, "side").container_id, status(&before, "side").container_id);
+        assert_eq!(
+            after.labels().get("version").map(String::as_str),
+            Some("v2")
+        );
+        assert_ne!(
+            status(&after, "app").container_id,
+            status(&before, "app").container_id
+        );
+        assert_eq!(
+            status(&after, "side").restart_count,
+            0,
+            "only the container reading the label restarted"
+        );
+        assert_eq!(
+            status(&after, "side").container_id,
+            status(&before, "side").container_id
+        );
         assert_eq!(
             after.status.as_ref().unwrap().pod_ip,
             before.status.as_ref().unwrap().pod_ip,
@@ -196,6 +231,10 @@ spec:
         .await;
         let cs: CloneSet = ns.api().get("envmeta").await.unwrap();
         let st = cs.status.unwrap();
-        assert_eq!((st.updated_replicas, st.updated_ready_replicas), (1, 1), "{st:?}");
+        assert_eq!(
+            (st.updated_replicas, st.updated_ready_replicas),
+            (1, 1),
+            "{st:?}"
+        );
     }
 }

@@ -111,8 +111,17 @@ async fn launch_priority_admission() {
     };
 
     // A bad priority: refused, naming the field and the range.
-    let bad = pod_json("bad", false, &[("main", Some("first")), ("side", Some("1"))], "", None);
-    let err = pods.create(&dry_run, &bad).await.expect_err("a bad priority is refused");
+    let bad = pod_json(
+        "bad",
+        false,
+        &[("main", Some("first")), ("side", Some("1"))],
+        "",
+        None,
+    );
+    let err = pods
+        .create(&dry_run, &bad)
+        .await
+        .expect_err("a bad priority is refused");
     let kube::Error::Api(status) = err else {
         panic!("{err:?}")
     };
@@ -124,20 +133,41 @@ async fn launch_priority_admission() {
         "{}",
         status.message
     );
-    let out_of_range = pod_json("big", false, &[("main", Some("2147483648")), ("side", None)], "", None);
+    let out_of_range = pod_json(
+        "big",
+        false,
+        &[("main", Some("2147483648")), ("side", None)],
+        "",
+        None,
+    );
     assert!(pods.create(&dry_run, &out_of_range).await.is_err());
 
     // One container (even Ordered): untouched.
     let one = pods
-        .create(&dry_run, &pod_json("one", true, &[("only", Some("5"))], "", None))
+        .create(
+            &dry_run,
+            &pod_json("one", true, &[("only", Some("5"))], "", None),
+        )
         .await
         .expect("a one-container Pod is admitted");
     assert!(barrier_of(&one, "only").is_none());
-    assert!(!one.labels().contains_key(keys::CONTAINER_LAUNCH_BARRIER_LABEL));
+    assert!(
+        !one.labels()
+            .contains_key(keys::CONTAINER_LAUNCH_BARRIER_LABEL)
+    );
 
     // Equal priorities: untouched.
     let equal = pods
-        .create(&dry_run, &pod_json("equal", false, &[("a", Some("2")), ("b", Some("2"))], "", None))
+        .create(
+            &dry_run,
+            &pod_json(
+                "equal",
+                false,
+                &[("a", Some("2")), ("b", Some("2"))],
+                "",
+                None,
+            ),
+        )
         .await
         .unwrap();
     assert!(barrier_of(&equal, "a").is_none());
@@ -146,12 +176,21 @@ async fn launch_priority_admission() {
     let generated = pods
         .create(
             &dry_run,
-            &pod_json("gen-", false, &[("main", None), ("sidecar", Some("1"))], "", None),
+            &pod_json(
+                "gen-",
+                false,
+                &[("main", None), ("sidecar", Some("1"))],
+                "",
+                None,
+            ),
         )
         .await
         .unwrap();
     let name = generated.name_any();
-    assert!(name.starts_with("gen-") && name.len() == "gen-".len() + 5, "{name}");
+    assert!(
+        name.starts_with("gen-") && name.len() == "gen-".len() + 5,
+        "{name}"
+    );
     assert_eq!(
         barrier_of(&generated, "sidecar"),
         Some((format!("{name}-barrier"), "p_1".into()))
@@ -161,7 +200,10 @@ async fn launch_priority_admission() {
         Some((format!("{name}-barrier"), "p_0".into()))
     );
     assert_eq!(
-        generated.labels().get(keys::CONTAINER_LAUNCH_BARRIER_LABEL).map(String::as_str),
+        generated
+            .labels()
+            .get(keys::CONTAINER_LAUNCH_BARRIER_LABEL)
+            .map(String::as_str),
         Some("true")
     );
 }
@@ -190,7 +232,9 @@ async fn wait_completed(ns: &TestNamespace, name: &str, keys_expected: &[&str]) 
             Err(format!(
                 "barrier keys {:?}, statuses {:?}",
                 barrier_keys(ns, name).await,
-                pod.status.as_ref().and_then(|s| s.container_statuses.clone())
+                pod.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.clone())
             ))
         }
     })
@@ -205,9 +249,14 @@ async fn wait_completed(ns: &TestNamespace, name: &str, keys_expected: &[&str]) 
         .unwrap();
     let owner = &cm.owner_references()[0];
     assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Pod", name));
-    assert_eq!(Some(&owner.uid), pod.metadata.uid.as_ref(), "owned by this Pod");
+    assert_eq!(
+        Some(&owner.uid),
+        pod.metadata.uid.as_ref(),
+        "owned by this Pod"
+    );
     assert!(
-        !pod.labels().contains_key(keys::CONTAINER_LAUNCH_BARRIER_LABEL),
+        !pod.labels()
+            .contains_key(keys::CONTAINER_LAUNCH_BARRIER_LABEL),
         "the watch label is removed at completion"
     );
     pod
@@ -305,7 +354,11 @@ mod realnode {
             .await
             .unwrap();
         let pod = wait_for(&format!("{name} Running and Ready"), 2 * MINUTE, || async {
-            let pod = ns.api::<Pod>().get(&name).await.map_err(|e| e.to_string())?;
+            let pod = ns
+                .api::<Pod>()
+                .get(&name)
+                .await
+                .map_err(|e| e.to_string())?;
             if kruise_e2e::is_ready(&pod) {
                 Ok(pod)
             } else {
@@ -315,7 +368,10 @@ mod realnode {
         .await;
         assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(NODE));
         let (e, l) = (started_at(&pod, earlier), started_at(&pod, later));
-        eprintln!("{name}: {earlier} started at {e}, {later} at {l} (+{}s)", l - e);
+        eprintln!(
+            "{name}: {earlier} started at {e}, {later} at {l} (+{}s)",
+            l - e
+        );
         assert!(
             l - e >= READY_AFTER,
             "{later} started {}s after {earlier}, which became ready only {READY_AFTER}s after it started",
