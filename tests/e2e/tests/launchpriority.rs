@@ -301,13 +301,14 @@ mod realnode {
     const READY_AFTER: i64 = 4;
 
     /// `slow` becomes ready READY_AFTER seconds after it starts (a readiness probe on a
-    /// file it writes then); every container runs until TERM.
+    /// file it writes then; the image, FROM scratch, has no /tmp); every container runs
+    /// until TERM.
     fn with_commands(mut pod: Pod, slow: &str) -> Pod {
         for c in &mut pod.spec.as_mut().unwrap().containers {
             let wait = if c.name == slow {
-                format!("sleep {READY_AFTER}; touch /tmp/ready; ")
+                format!("sleep {READY_AFTER}; mkdir -p /tmp; touch /tmp/ready; ")
             } else {
-                "touch /tmp/ready; ".into()
+                "mkdir -p /tmp; touch /tmp/ready; ".into()
             };
             c.command = Some(vec![
                 "sh".into(),
