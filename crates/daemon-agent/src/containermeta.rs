@@ -46,8 +46,8 @@ use serde_json::json;
 use crate::cri::Cri;
 use crate::error::Error;
 
-/// How long `env` may take inside a container.
-const EXEC_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long `env` may take inside a container (seconds).
+const EXEC_TIMEOUT_SECONDS: i64 = 3;
 /// Retry after a container's env could not be read (it may be starting).
 const READ_RETRY: Duration = Duration::from_secs(3);
 /// The grace period when the Pod sets none (the Pod default).
@@ -264,11 +264,22 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
         let Some(container) = spec_container(&pod, &name) else {
             continue;
         };
-        match ctx
+        let exec = ctx
             .cri
-            .exec_sync(runtime_id(&id), &["env"], EXEC_TIMEOUT)
+            .exec_sync(runtime_id(&id), vec!["env".into()], EXEC_TIMEOUT_SECONDS)
             .await
-        {
+            .and_then(|r| {
+                if r.exit_code == 0 {
+                    Ok(r.stdout)
+                } else {
+                    Err(Error::Cri(format!(
+                        "env exited with {}: {}",
+                        r.exit_code,
+                        r.stderr.trim()
+                    )))
+                }
+            });
+        match exec {
             Ok(out) => {
                 read.insert(
                     id,

@@ -162,44 +162,54 @@ impl Cri {
     }
 }
 
-/// The two container RPCs of the env-from-metadata loop ([`crate::containermeta`]).
+/// What `ExecSync` answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecResult {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+// The container RPCs of the env-from-metadata loop ([`crate::containermeta`]); written
+// the same as the ContainerRecreateRequest loop's (branch `crr`), so one copy stays.
 impl Cri {
-    /// `ExecSync(id, cmd, timeout)`: the command's stdout, or an error naming its exit
-    /// code and stderr when it fails.
+    /// `ExecSync(id, cmd)` bounded by `timeout_seconds` (0: the runtime's default).
     pub async fn exec_sync(
         &self,
         container_id: &str,
-        cmd: &[&str],
-        timeout: Duration,
-    ) -> Result<String, Error> {
-        let request = v1::ExecSyncRequest {
-            container_id: container_id.to_string(),
-            cmd: cmd.iter().map(|c| c.to_string()).collect(),
-            timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
-        };
-        let out = self.runtime.clone().exec_sync(request).await?.into_inner();
-        if out.exit_code != 0 {
-            return Err(Error::Cri(format!(
-                "{cmd:?} in {container_id} exited with {}: {}",
-                out.exit_code,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        cmd: Vec<String>,
+        timeout_seconds: i64,
+    ) -> Result<ExecResult, Error> {
+        let response = self
+            .runtime
+            .clone()
+            .exec_sync(v1::ExecSyncRequest {
+                container_id: container_id.to_string(),
+                cmd,
+                timeout: timeout_seconds,
+            })
+            .await?
+            .into_inner();
+        Ok(ExecResult {
+            exit_code: response.exit_code,
+            stdout: String::from_utf8_lossy(&response.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&response.stderr).into_owned(),
+        })
     }
 
-    /// `StopContainer(id, grace)`: SIGTERM, and SIGKILL after `grace_seconds`. The kubelet
-    /// then starts the container again (the agent never starts containers).
+    /// `StopContainer(id, timeout)`: SIGTERM, then SIGKILL after `timeout_seconds`.
     pub async fn stop_container(
         &self,
         container_id: &str,
-        grace_seconds: i64,
+        timeout_seconds: i64,
     ) -> Result<(), Error> {
-        let request = v1::StopContainerRequest {
-            container_id: container_id.to_string(),
-            timeout: grace_seconds,
-        };
-        self.runtime.clone().stop_container(request).await?;
+        self.runtime
+            .clone()
+            .stop_container(v1::StopContainerRequest {
+                container_id: container_id.to_string(),
+                timeout: timeout_seconds,
+            })
+            .await?;
         Ok(())
     }
 }
