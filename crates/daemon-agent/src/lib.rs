@@ -8,8 +8,12 @@
 //!
 //! It also serves its node's ContainerRecreateRequests (spec §1 "Daemon"): [`crr`] watches
 //! them and stops containers through the CRI, [`crr_plan`] decides (pure).
+//! [`containermeta`]: env from metadata. It watches its node's Pods and restarts, during
+//! an in-place update, exactly the containers whose env reads a label or annotation that
+//! changed.
 
 pub mod auth;
+pub mod containermeta;
 pub mod cri;
 pub mod crr;
 pub mod crr_plan;
@@ -148,6 +152,11 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
             }
         }
     });
+    // Env from metadata: its own loop over this node's Pods (see `containermeta`).
+    let container_meta = runtime
+        .gates
+        .enabled(kruise_runtime::gates::IN_PLACE_UPDATE_ENV_FROM_METADATA)
+        .then(|| containermeta::spawn(&runtime, cri.clone(), &config.node_name));
 
     let metrics = metrics::AgentMetrics::register(&runtime.metrics.registry);
     let api: Api<NodeImage> = Api::all(runtime.client.clone());
@@ -205,6 +214,9 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
     puller.stop();
     watch.abort();
     crr_loop.abort();
+    if let Some(task) = container_meta {
+        task.abort();
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //! Writes per Pod for a plain image update: 3 (condition False, spec patch, condition True).
 
 mod diff;
+pub mod envhash;
 mod update;
 
 pub use diff::{

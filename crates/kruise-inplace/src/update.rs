@@ -285,7 +285,7 @@ pub fn is_update_completed(pod: &Pod) -> bool {
     if !state.next_container_images.is_empty() {
         return false;
     }
-    if state.update_env_from_metadata && !runtime_meta_reports_env(pod, &state) {
+    if state.update_env_from_metadata && !runtime_meta_reports_env(pod) {
         return false;
     }
     let spec_images: BTreeMap<&str, &str> = pod
@@ -312,8 +312,12 @@ pub fn is_update_completed(pod: &Pod) -> bool {
         })
 }
 
-/// The node agent's runtime meta must show the containers restarted with env from metadata.
-fn runtime_meta_reports_env(pod: &Pod, state: &InPlaceUpdateState) -> bool {
+/// The node agent's runtime meta (`apps.kruise.io/runtime-containers-meta`) must show
+/// every container running with the env values the Pod's current metadata gives: for each
+/// container of the spec, an entry for the container ID the kubelet reports whose hash of
+/// the env read from metadata is [`crate::envhash::expected_hash`]. A hash recorded for
+/// the container from before the restart, or for an older container ID, does not count.
+fn runtime_meta_reports_env(pod: &Pod) -> bool {
     let Some(raw) = pod
         .metadata
         .annotations
@@ -325,10 +329,20 @@ fn runtime_meta_reports_env(pod: &Pod, state: &InPlaceUpdateState) -> bool {
     let Ok(meta) = serde_json::from_str::<RuntimeContainerMetaSet>(raw) else {
         return false;
     };
-    state.last_container_statuses.keys().all(|name| {
-        meta.containers
-            .iter()
-            .any(|c| &c.name == name && c.hashes.extracted_env_from_metadata_hash != 0)
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
+    pod.spec.iter().flat_map(|s| s.containers.iter()).all(|c| {
+        let running_id = statuses
+            .and_then(|cs| cs.iter().find(|s| s.name == c.name))
+            .and_then(|s| s.container_id.as_deref());
+        meta.containers.iter().any(|m| {
+            m.name == c.name
+                && running_id.is_some_and(|id| id == m.container_id)
+                && m.hashes.extracted_env_from_metadata_hash
+                    == crate::envhash::expected_hash(c, &pod.metadata)
+        })
     })
 }
 
@@ -826,5 +840,70 @@ mod tests {
             r.writes.status_patch.unwrap()["status"]["conditions"][0]["status"],
             "True"
         );
+    }
+
+    #[test]
+    fn env_from_metadata_completes_only_when_the_running_container_has_the_new_hash() {
+        use kruise_api::appspub::{RuntimeContainerHashes, RuntimeContainerMeta};
+        let mut p = pod(&[("app", "busybox:1")]);
+        p.spec.as_mut().unwrap().containers[0].env = Some(
+            serde_json::from_value(json!([{"name": "V", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['version']"}}}]))
+                .unwrap(),
+        );
+        p.status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0]
+            .container_id = Some("containerd://new".into());
+        let state: InPlaceUpdateState = serde_json::from_value(json!({
+            "revision": "r2", "updateTimestamp": "2023-11-14T22:13:20Z",
+            "lastContainerStatuses": {"app": {"imageID": ""}},
+            "updateEnvFromMetadata": true,
+        }))
+        .unwrap();
+        let set_meta = |p: &mut Pod, id: &str, version: &str| {
+            let mut m = p.metadata.clone();
+            m.labels = Some([("version".to_string(), version.to_string())].into());
+            let hash = crate::envhash::expected_hash(&p.spec.as_ref().unwrap().containers[0], &m);
+            let meta = RuntimeContainerMetaSet {
+                containers: vec![RuntimeContainerMeta {
+                    name: "app".into(),
+                    container_id: id.into(),
+                    restart_count: 0,
+                    hashes: RuntimeContainerHashes {
+                        extracted_env_from_metadata_hash: hash,
+                        ..Default::default()
+                    },
+                }],
+            };
+            p.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(
+                    keys::RUNTIME_CONTAINERS_META.into(),
+                    serde_json::to_string(&meta).unwrap(),
+                );
+        };
+        p.metadata.labels = Some([("version".to_string(), "v2".to_string())].into());
+        p.metadata.annotations = Some(
+            [(
+                keys::INPLACE_UPDATE_STATE.to_string(),
+                serde_json::to_string(&state).unwrap(),
+            )]
+            .into(),
+        );
+        // No runtime meta yet.
+        assert!(!is_update_completed(&p));
+        // The agent recorded the old container (old hash): not done.
+        set_meta(&mut p, "containerd://new", "v1");
+        assert!(!is_update_completed(&p));
+        // The new hash, but for a container the kubelet no longer runs: not done.
+        set_meta(&mut p, "containerd://old", "v2");
+        assert!(!is_update_completed(&p));
+        // The running container started with the new value: done.
+        set_meta(&mut p, "containerd://new", "v2");
+        assert!(is_update_completed(&p));
     }
 }

@@ -434,6 +434,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             crr_ctl::webhook::configurations(None),
             "containerrecreaterequest-webhook",
         ),
+        (
+            "launchpriority",
+            launchpriority_ctl::webhook::configurations(None),
+            "container-launch-priority-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1525,18 +1530,58 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  patch  containerrecreaterequests.apps.kruise.io                default
     no  delete containerrecreaterequests.apps.kruise.io                default
     no  create containerrecreaterequests.apps.kruise.io                default
-    # A request's Pod, one by one (its IP for an httpGet preStop hook); nothing else of
-    # Pods, nodes or containers through the API (the CRI socket is local).
+    # Pods: a request's Pod one by one (its IP for an httpGet preStop hook); its node's
+    # Pods for env from metadata (list/watch, field selector on the node) and their
+    # runtime-containers-meta annotation through pods/status; never their spec.
     yes get    pods                                                    default
-    no  list   pods                                                    *
+    yes list   pods                                                    *
+    yes watch  pods                                                    *
+    yes patch  pods#status                                             default
     no  patch  pods                                                    default
-    no  patch  pods#status                                             default
+    no  update pods                                                    default
     no  delete pods                                                    default
+    # No nodes or containers through the API (the CRI socket is local).
     no  create pods#exec                                               default
     no  patch  nodes                                                   *
     no  get    nodes#proxy                                             *
     no  create leases.coordination.k8s.io                              kruise-system
     no  create serviceaccounts#token                                   kruise-daemon-config
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
+const LAUNCHPRIORITY_CHECKS: &str = "
+    # The Pods being launched in order (label-selected watch) and their completion patch.
+    yes list   pods                                                    *
+    yes watch  pods                                                    *
+    yes patch  pods                                                    default
+    no  update pods                                                    default
+    no  delete pods                                                    default
+    no  patch  pods#status                                             default
+    no  create pods#eviction                                           default
+    # The barrier ConfigMaps: got one by one, created, keys added; never listed or deleted.
+    yes get    configmaps                                              default
+    yes create configmaps                                              default
+    yes patch  configmaps                                              default
+    no  list   configmaps                                              default
+    no  watch  configmaps                                              default
+    no  delete configmaps                                              default
+    no  update configmaps                                              default
+    # Lease, webhook CA, its own webhook configuration.
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes get    leases.coordination.k8s.io/container-launch-priority-controller kruise-system
+    yes patch  leases.coordination.k8s.io/container-launch-priority-controller kruise-system
+    no  patch  leases.coordination.k8s.io/cloneset-controller          kruise-system
+    yes get    secrets/container-launch-priority-webhook-ca            kruise-system
+    yes update secrets/container-launch-priority-webhook-ca            kruise-system
+    no  get    secrets                                                 default
+    no  list   secrets                                                 kruise-system
+    yes create mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    yes patch  mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    no  delete mutatingwebhookconfigurations/kruise-sidecarset-z-launchpriority-mutating *
+    no  patch  mutatingwebhookconfigurations/kruise-sidecarset-mutating *
+    no  create validatingwebhookconfigurations                          *
+    no  create events.events.k8s.io                                    default
+    no  list   nodes                                                   *
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
@@ -1563,6 +1608,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("workloadspread-ctl", WORKLOADSPREAD_CHECKS),
         ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
         ("crr-ctl", CRR_CHECKS),
+        ("launchpriority-ctl", LAUNCHPRIORITY_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {
@@ -3546,6 +3592,58 @@ spec:
         "{err}"
     );
     run.finish(persistentpodstate_ctl::CONTROLLER_NAME).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launchpriority_ctl_runs_on_its_overlay_rbac_alone() {
+    let run = OnItsRbac::start("launchpriority-ctl", "deploy-launch").await;
+    let ns = &run.ns;
+    // An Ordered Pod on the kwok nodes: barriers injected by the webhook, the ConfigMap
+    // created and every key released by the controller, the Pod completed, all on the
+    // token's grants.
+    ns.apply(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: ordered
+  annotations:
+    apps.kruise.io/container-launch-priority: Ordered
+spec:
+  containers:
+  - name: sidecar
+    image: busybox
+  - name: main
+    image: busybox
+"#,
+    )
+    .await
+    .expect("create Pod");
+    let pods = ns.api::<Pod>();
+    let pod = wait_for("ordered launch completed", MINUTE, || async {
+        let p = pods.get("ordered").await.map_err(|e| e.to_string())?;
+        let done = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("apps.kruise.io/container-launch-priority-completed"))
+            .is_some_and(|v| v == "true");
+        if done {
+            Ok(p)
+        } else {
+            Err(format!("{:?}", p.metadata.annotations))
+        }
+    })
+    .await;
+    assert!(
+        serde_json::to_string(&pod.spec)
+            .unwrap()
+            .contains("ordered-barrier"),
+        "barrier env injected"
+    );
+    let cm = ns.api::<ConfigMap>().get("ordered-barrier").await.unwrap();
+    let keys: Vec<String> = cm.data.unwrap_or_default().into_keys().collect();
+    assert_eq!(keys, ["p_-1", "p_0"]);
+    run.finish(launchpriority_ctl::CONTROLLER_NAME).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

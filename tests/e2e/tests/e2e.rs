@@ -11,7 +11,9 @@ mod cronjob;
 mod crr;
 mod daemonset;
 mod deploy;
+mod envfrommetadata;
 mod imagepull;
+mod launchpriority;
 mod persistentpodstate;
 mod protection;
 #[path = "pub.rs"]

@@ -33,26 +33,26 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, Patch, PatchParams};
 use serde_json::json;
 
-const NODE: &str = "real-0";
+pub(crate) const NODE: &str = "real-0";
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// What node.sh publishes on the Node (annotations).
-struct RealNode {
+pub(crate) struct RealNode {
     /// `127.0.0.1:<port>`: the local registry the node pulls from.
-    registry: String,
+    pub(crate) registry: String,
     /// The node's containerd socket (on this machine).
-    containerd_socket: String,
+    pub(crate) containerd_socket: String,
 }
 
 impl RealNode {
     /// A test image of node.sh (busybox, FROM scratch): tag 1 or 2, different image IDs.
-    fn busybox(&self, tag: u8) -> String {
+    pub(crate) fn busybox(&self, tag: u8) -> String {
         format!("{}/kruise-rs/busybox:{tag}", self.registry)
     }
 }
 
 /// The real node, Ready; `None` (after saying why) when the cluster has none.
-async fn real_node() -> Option<RealNode> {
+pub(crate) async fn real_node() -> Option<RealNode> {
     let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
     let Some(node) = nodes.get_opt(NODE).await.expect("get node") else {
         let why = format!(
@@ -97,7 +97,7 @@ async fn real_node() -> Option<RealNode> {
 }
 
 /// What puts a Pod on the real node: its label and its taint.
-const ON_REAL_NODE: &str = r#"      nodeSelector:
+pub(crate) const ON_REAL_NODE: &str = r#"      nodeSelector:
         node.kruise.io/real: "true"
       tolerations:
       - key: node.kruise.io/real
@@ -344,7 +344,7 @@ spec:
     )
 }
 
-fn condition(pod: &Pod, type_: &str) -> Option<String> {
+pub(crate) fn condition(pod: &Pod, type_: &str) -> Option<String> {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -498,7 +498,7 @@ async fn real_node_cloneset_in_place_update_is_carried_out_by_the_kubelet() {
 const SYSTEM_NS: &str = "kruise-system";
 
 /// The Pods of a controller Deployment of kruise-system (deploy-local's), not being deleted.
-async fn deployed_controller_pods(deployment: &str) -> Vec<Pod> {
+pub(crate) async fn deployed_controller_pods(deployment: &str) -> Vec<Pod> {
     let pods: Api<Pod> = Api::namespaced(kruise_e2e::client().await, SYSTEM_NS);
     let selector =
         format!("app.kubernetes.io/name={deployment},app.kubernetes.io/component=controller");

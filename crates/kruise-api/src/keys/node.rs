@@ -53,6 +53,9 @@ pub const KRUISE_CONTAINER_BARRIER: &str = "KRUISE_CONTAINER_BARRIER";
 pub const CONTAINER_BARRIER_CONFIGMAP_SUFFIX: &str = "-barrier";
 /// Key prefix in the barrier ConfigMap (`p_<priority>`).
 pub const CONTAINER_BARRIER_KEY_PREFIX: &str = "p_";
+/// Pod label set by the launch-priority webhook on a Pod it gave barriers, removed once
+/// every barrier key is released: the barrier controller watches only Pods carrying it.
+pub const CONTAINER_LAUNCH_BARRIER_LABEL: &str = "apps.kruise.io/container-launch-barrier";
 /// Lowest allowed [`KRUISE_CONTAINER_PRIORITY`].
 pub const CONTAINER_PRIORITY_MIN: i32 = -2147483647;
 /// Highest allowed [`KRUISE_CONTAINER_PRIORITY`].
