@@ -577,7 +577,7 @@ async fn a_v1beta1_resourcedistribution_selects_by_namespace_selector_and_report
     let _ctl = RunningController::start(
         resourcedistribution_ctl::IDENTITY,
         &ns.name,
-        "",
+        "ResourceDistributionGate=true",
         resourcedistribution_ctl::run,
     )
     .await;
