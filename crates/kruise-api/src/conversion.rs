@@ -1,7 +1,8 @@
 //! Conversion between `apps.kruise.io/v1alpha1` (stored, what the controllers read) and
 //! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet,
-//! SidecarSet and Advanced DaemonSet. The controllers serve these functions as CRD
-//! conversion webhooks.
+//! SidecarSet and Advanced DaemonSet here; ResourceDistribution, PersistentPodState,
+//! WorkloadSpread and UnitedDeployment (renamed fields, a restructured status) in
+//! [`renamed`]. The controllers serve these functions as CRD conversion webhooks.
 //!
 //! They work on JSON, so fields neither version models pass through; only labels and
 //! annotations of `metadata` change (the apiserver refuses any other metadata change).
@@ -326,6 +327,15 @@ pub fn sidecarset_to_v1alpha1(mut object: Value) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+mod renamed;
+pub use renamed::{
+    convert_persistentpodstate, convert_resourcedistribution, convert_uniteddeployment,
+    convert_workloadspread, persistentpodstate_to_v1alpha1, persistentpodstate_to_v1beta1,
+    resourcedistribution_to_v1alpha1, resourcedistribution_to_v1beta1,
+    uniteddeployment_to_v1alpha1, uniteddeployment_to_v1beta1, workloadspread_to_v1alpha1,
+    workloadspread_to_v1beta1,
+};
 
 /// Moves `status.<from>` to `status.<to>` (the same value under another name).
 fn rename_status_field(object: &mut Value, from: &str, to: &str) {

@@ -32,14 +32,26 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         also_served_as_v1beta1(a::ImageListPullJob::crd()),
         also_served_as_v1beta1(a::ImagePullJob::crd()),
         a::NodeImage::crd(),
-        a::PersistentPodState::crd(),
-        a::ResourceDistribution::crd(),
+        served_with_v1beta1(
+            a::PersistentPodState::crd(),
+            apps_v1beta1::persistentpodstate::PersistentPodState::crd(),
+        ),
+        served_with_v1beta1(
+            a::ResourceDistribution::crd(),
+            apps_v1beta1::resourcedistribution::ResourceDistribution::crd(),
+        ),
         served_with_v1beta1(
             a::SidecarSet::crd(),
             apps_v1beta1::sidecarset::SidecarSet::crd(),
         ),
-        a::UnitedDeployment::crd(),
-        a::WorkloadSpread::crd(),
+        served_with_v1beta1(
+            a::UnitedDeployment::crd(),
+            apps_v1beta1::uniteddeployment::UnitedDeployment::crd(),
+        ),
+        served_with_v1beta1(
+            a::WorkloadSpread::crd(),
+            apps_v1beta1::workloadspread::WorkloadSpread::crd(),
+        ),
         apps_v1beta1::StatefulSet::crd_with_v1alpha1(),
         policy_v1alpha1::PodUnavailableBudget::crd(),
     ]

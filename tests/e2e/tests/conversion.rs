@@ -1,12 +1,13 @@
-//! CloneSet, SidecarSet and Advanced DaemonSet served as `apps.kruise.io/v1beta1`
-//! (OpenKruise 1.9's shapes)
-//! through the controllers' CRD conversion webhooks, while stored and reconciled as
+//! CloneSet, SidecarSet, Advanced DaemonSet, ResourceDistribution, PersistentPodState,
+//! WorkloadSpread and UnitedDeployment served as `apps.kruise.io/v1beta1` (OpenKruise
+//! 1.9's shapes) through the controllers' CRD conversion webhooks, while stored and reconciled as
 //! v1alpha1. The CRDs' conversion points at a webhook server started here with the
 //! controllers' own conversion routes, as a cluster-wide controller registers it; the
 //! guard puts the CRDs back to `strategy: None` afterwards (other tests run namespaced
 //! controllers, which never register a conversion). Changing a CRD's conversion ends every
 //! watch on that kind, so `make test` runs these tests alone, after the others.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -26,23 +27,32 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 const MINUTE: Duration = Duration::from_secs(60);
-const CRDS: [&str; 3] = [
+const CRDS: [&str; 7] = [
     "clonesets.apps.kruise.io",
     "sidecarsets.apps.kruise.io",
     "daemonsets.apps.kruise.io",
+    "resourcedistributions.apps.kruise.io",
+    "persistentpodstates.apps.kruise.io",
+    "workloadspreads.apps.kruise.io",
+    "uniteddeployments.apps.kruise.io",
 ];
 
 /// One test at a time owns the CRDs' conversion.
 static CONVERSION: Mutex<()> = Mutex::const_new(());
 
-/// Serves the conversion routes and registers them on the CRDs, as a cluster-wide
-/// cloneset-ctl / sidecarset-ctl / daemonset-ctl does at start.
+/// Serves the conversion routes and registers them on the CRDs, as each cluster-wide
+/// controller (cloneset-ctl, sidecarset-ctl, daemonset-ctl, resourcedistribution-ctl,
+/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl) does at start.
 async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConversion) {
     let ctl = RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", |rt| async move {
         let routes = vec![
             cloneset_ctl::webhook::conversion_route(),
             sidecarset_ctl::webhook::conversion_route(),
             daemonset_ctl::webhook::conversion_route(),
+            resourcedistribution_ctl::webhook::conversion_route(),
+            persistentpodstate_ctl::webhook::conversion_route(),
+            workloadspread_ctl::webhook::conversion_route(),
+            uniteddeployment_ctl::webhook::conversion_route(),
         ];
         let server = WebhookServer::start(&rt, routes).await?;
         anyhow::ensure!(server.register_conversions().await?, "nothing registered");
@@ -531,4 +541,498 @@ spec:
         }
     })
     .await;
+}
+
+/// Retries `kubectl apply` of a v1beta1 manifest until the apiserver serves v1beta1 for
+/// its kind (it does once it has reloaded the CRD the server registered).
+async fn apply_v1beta1(ns: &TestNamespace, what: &str, manifest: &str) {
+    wait_for(what, MINUTE, || async {
+        ns.apply(manifest).await.map_err(|e| e.to_string())
+    })
+    .await;
+}
+
+/// `kubectl get <resource> <name> -o jsonpath=<path>` in `ns` (empty `ns`: cluster-scoped).
+fn jsonpath(resource: &str, name: &str, ns: &str, path: &str) -> String {
+    let mut args = vec!["get", resource, name, "-o"];
+    let path = format!("jsonpath={path}");
+    args.push(&path);
+    if !ns.is_empty() {
+        args.extend(["-n", ns]);
+    }
+    let (ok, out, err) = kubectl(&args, None);
+    assert!(ok, "kubectl get {resource} {name}: {err}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_resourcedistribution_selects_by_namespace_selector_and_reports_failed_namespaces()
+ {
+    use kruise_api::apps_v1alpha1::ResourceDistribution;
+    use kruise_api::apps_v1beta1::resourcedistribution::ResourceDistribution as BetaRd;
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-rd").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    let _ctl = RunningController::start(
+        resourcedistribution_ctl::IDENTITY,
+        &ns.name,
+        "ResourceDistributionGate=true",
+        resourcedistribution_ctl::run,
+    )
+    .await;
+    // A namespace only the v1beta1 selector picks, and a listed one that does not exist.
+    let (selected, missing) = (format!("{}-sel", ns.name), format!("{}-none", ns.name));
+    let label = format!("conv-rd-{}", ns.name);
+    let _selected = OwnedNamespace::create(&selected, &label).await;
+    let rd_name = ns.name.clone();
+    let _rd = DeleteRd(rd_name.clone());
+    let manifest = format!(
+        "
+apiVersion: apps.kruise.io/v1beta1
+kind: ResourceDistribution
+metadata:
+  name: {rd_name}
+  labels: {{{scope}: {ns}}}
+spec:
+  resource:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {{name: shared}}
+    data: {{k: v}}
+  targets:
+    includedNamespaces:
+      list: [{{name: {missing}}}]
+    namespaceSelector:
+      matchLabels: {{{label}: 'yes'}}
+",
+        scope = resourcedistribution_ctl::labels::SCOPE,
+        ns = ns.name,
+    );
+    apply_v1beta1(
+        &ns,
+        "a v1beta1 ResourceDistribution to be accepted",
+        &manifest,
+    )
+    .await;
+
+    // Stored (and read by the controller) in the v1alpha1 spelling.
+    let client = ns.client.clone();
+    let alpha = Api::<ResourceDistribution>::all(client.clone())
+        .get(&rd_name)
+        .await
+        .unwrap();
+    assert_eq!(
+        alpha
+            .spec
+            .targets
+            .namespace_label_selector
+            .match_labels
+            .as_ref()
+            .unwrap()[&label],
+        "yes"
+    );
+    // Distributed to the namespace the selector picked ...
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), &selected);
+    wait_for("the copy in the selected namespace", MINUTE, || async {
+        match configmaps.get_opt("shared").await {
+            Ok(Some(cm)) => Ok(cm),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // ... and the missing one reported, as `failedNamespaces` in v1beta1.
+    let beta: Api<BetaRd> = Api::all(client.clone());
+    let status = wait_for(
+        "v1beta1 status naming the missing namespace",
+        MINUTE,
+        || async {
+            let rd = beta.get(&rd_name).await.map_err(|e| e.to_string())?;
+            let status = rd.status.clone().unwrap_or_default();
+            let reported = status.conditions.iter().any(|c| {
+                c.type_ == keys::RD_CONDITION_NAMESPACE_NOT_EXISTS
+                    && c.status == "True"
+                    && c.failed_namespaces == [missing.clone()]
+            });
+            if reported && status.desired == 2 && status.succeeded == 1 {
+                Ok(status)
+            } else {
+                Err(format!("{status:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(status.failed, 1);
+    let alpha_failed = jsonpath(
+        "resourcedistributions.v1alpha1.apps.kruise.io",
+        &rd_name,
+        "",
+        "{.status.conditions[?(@.type==\"NamespaceNotExists\")].failedNamespace[0]}",
+    );
+    assert_eq!(alpha_failed, missing);
+    let beta_selector = jsonpath(
+        "resourcedistributions.v1beta1.apps.kruise.io",
+        &rd_name,
+        "",
+        "{.spec.targets.namespaceLabelSelector}",
+    );
+    assert!(
+        beta_selector.is_empty(),
+        "v1beta1 has no namespaceLabelSelector: {beta_selector}"
+    );
+}
+
+/// A namespace this test creates, deleted when dropped.
+struct OwnedNamespace(String);
+
+impl OwnedNamespace {
+    async fn create(name: &str, label: &str) -> Self {
+        let yaml = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels: {{{label}: 'yes'}}\n"
+        );
+        let (ok, _, err) = kubectl(&["apply", "-f", "-"], Some(&yaml));
+        assert!(ok, "create namespace {name}: {err}");
+        OwnedNamespace(name.to_string())
+    }
+}
+
+impl Drop for OwnedNamespace {
+    fn drop(&mut self) {
+        let _ = kubectl(&["delete", "namespace", &self.0, "--wait=false"], None);
+    }
+}
+
+/// A cluster-scoped ResourceDistribution, deleted when dropped.
+struct DeleteRd(String);
+
+impl Drop for DeleteRd {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "resourcedistribution",
+                &self.0,
+                "--wait=false",
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_persistentpodstate_records_the_topology_keys_it_names() {
+    use kruise_api::apps_v1alpha1::PersistentPodState;
+    use kruise_api::apps_v1beta1::persistentpodstate::PersistentPodState as BetaPps;
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-pps").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    let _ctl = RunningController::start(
+        persistentpodstate_ctl::IDENTITY,
+        &ns.name,
+        "",
+        persistentpodstate_ctl::run,
+    )
+    .await;
+    let manifest = format!(
+        "
+apiVersion: apps.kruise.io/v1beta1
+kind: PersistentPodState
+metadata: {{name: web}}
+spec:
+  targetRef: {{apiVersion: apps/v1, kind: StatefulSet, name: web}}
+  requiredPersistentTopology:
+    keys: [{ZONE}]
+  preferredPersistentTopology:
+  - weight: 100
+    preference: {{keys: [kubernetes.io/hostname]}}
+"
+    );
+    apply_v1beta1(
+        &ns,
+        "a v1beta1 PersistentPodState to be accepted",
+        &manifest,
+    )
+    .await;
+    let alpha = ns.api::<PersistentPodState>().get("web").await.unwrap();
+    assert_eq!(
+        alpha
+            .spec
+            .required_persistent_topology
+            .as_ref()
+            .map(|t| t.node_topology_keys.clone()),
+        Some(vec![ZONE.to_string()])
+    );
+    assert_eq!(
+        alpha.spec.preferred_persistent_topology[0]
+            .preference
+            .node_topology_keys,
+        vec!["kubernetes.io/hostname"]
+    );
+
+    // A StatefulSet (kube-controller-manager's) with one Pod: its zone and hostname are
+    // recorded, the keys the v1beta1 spec named.
+    apply(
+        &ns,
+        "
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: 'nginx:alpine'}]
+",
+    )
+    .await;
+    let beta: Api<BetaPps> = ns.api();
+    let state = wait_for("the Pod's state, read as v1beta1", MINUTE, || async {
+        let pps = beta.get("web").await.map_err(|e| e.to_string())?;
+        let status = pps.status.clone().unwrap_or_default();
+        match status.pod_states.get("web-0") {
+            Some(s) if s.node_topology_labels.contains_key(ZONE) => Ok(s.clone()),
+            _ => Err(format!("{status:?}")),
+        }
+    })
+    .await;
+    let pod = ns.api::<Pod>().get("web-0").await.unwrap();
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+    assert_eq!(state.node_name, node);
+    assert_eq!(state.node_topology_labels["kubernetes.io/hostname"], node);
+    let read = beta.get("web").await.unwrap();
+    assert_eq!(
+        read.spec.required_persistent_topology.map(|t| t.keys),
+        Some(vec![ZONE.to_string()])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_workloadspread_places_pods_by_its_renamed_node_selectors() {
+    use kruise_api::apps_v1alpha1::WorkloadSpread;
+    use kruise_api::apps_v1beta1::workloadspread::WorkloadSpread as BetaWs;
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-ws").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    // zone-a takes one Pod, zone-b the rest; both named by v1beta1's requiredNodeSelector.
+    let manifest = format!(
+        "
+apiVersion: apps.kruise.io/v1beta1
+kind: WorkloadSpread
+metadata: {{name: spread}}
+spec:
+  targetRef: {{apiVersion: apps/v1, kind: ReplicaSet, name: web}}
+  subsets:
+  - name: zone-a
+    maxReplicas: 1
+    requiredNodeSelector:
+      matchExpressions: [{{key: {ZONE}, operator: In, values: [zone-a]}}]
+  - name: zone-b
+    requiredNodeSelector:
+      matchExpressions: [{{key: {ZONE}, operator: In, values: [zone-b]}}]
+"
+    );
+    apply_v1beta1(&ns, "a v1beta1 WorkloadSpread to be accepted", &manifest).await;
+    let alpha = ns.api::<WorkloadSpread>().get("spread").await.unwrap();
+    assert!(
+        alpha
+            .spec
+            .subsets
+            .iter()
+            .all(|s| s.required_node_selector_term.is_some()),
+        "{:?}",
+        alpha.spec.subsets
+    );
+
+    let _ctl = RunningController::start(
+        workloadspread_ctl::IDENTITY,
+        &ns.name,
+        "",
+        workloadspread_ctl::run,
+    )
+    .await;
+    let probe: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "probe-0", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "web",
+            "uid": "00000000-0000-0000-0000-000000000000", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx:alpine"}]}
+    }))
+    .unwrap();
+    kruise_e2e::wait_webhook_effective(&ns.api(), &probe, |p: &Pod| {
+        p.annotations().contains_key(keys::WS_MATCHED)
+    })
+    .await;
+    apply(
+        &ns,
+        "
+apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers: [{name: c, image: 'nginx:alpine'}]
+",
+    )
+    .await;
+
+    // The Pods land where the renamed selectors say: one in zone-a, two in zone-b.
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(ns.client.clone());
+    let beta: Api<BetaWs> = ns.api();
+    let per_subset = wait_for("v1beta1 status: zone-a 1, zone-b 2", MINUTE, || async {
+        let ws = beta.get("spread").await.map_err(|e| e.to_string())?;
+        let status = ws.status.clone().unwrap_or_default();
+        let replicas: Vec<(String, i32)> = status
+            .subset_statuses
+            .iter()
+            .map(|s| (s.name.clone(), s.replicas))
+            .collect();
+        if replicas == [("zone-a".into(), 1), ("zone-b".into(), 2)] {
+            Ok(replicas)
+        } else {
+            Err(format!("{replicas:?}"))
+        }
+    })
+    .await;
+    assert_eq!(per_subset.len(), 2);
+    let pods = wait_for("3 scheduled Pods", MINUTE, || async {
+        let pods = kruise_e2e::pods_with(&ns, "app=web").await;
+        let scheduled: Vec<Pod> = pods
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+            .collect();
+        if scheduled.len() == 3 {
+            Ok(scheduled)
+        } else {
+            Err(format!("{} scheduled", scheduled.len()))
+        }
+    })
+    .await;
+    let mut zones = BTreeMap::new();
+    for pod in &pods {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        let zone = nodes.get(&node).await.unwrap().labels()[ZONE].clone();
+        *zones.entry(zone).or_insert(0) += 1;
+    }
+    assert_eq!(
+        zones,
+        BTreeMap::from([("zone-a".to_string(), 1), ("zone-b".to_string(), 2)])
+    );
+    let read = beta.get("spread").await.unwrap();
+    assert!(
+        read.spec
+            .subsets
+            .iter()
+            .all(|s| s.required_node_selector.is_some())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_uniteddeployment_reads_subset_replicas_and_revision_from_its_status() {
+    use kruise_api::apps_v1alpha1::UnitedDeployment;
+    use kruise_api::apps_v1beta1::uniteddeployment::UnitedDeployment as BetaUd;
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-ud").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    let _ctl = RunningController::start(
+        uniteddeployment_ctl::IDENTITY,
+        &ns.name,
+        "",
+        uniteddeployment_ctl::run,
+    )
+    .await;
+    let manifest = "
+apiVersion: apps.kruise.io/v1beta1
+kind: UnitedDeployment
+metadata: {name: ud}
+spec:
+  replicas: 5
+  selector: {matchLabels: {app: ud}}
+  template:
+    deploymentTemplate:
+      metadata: {labels: {app: ud}}
+      spec:
+        selector: {matchLabels: {app: ud}}
+        template:
+          metadata: {labels: {app: ud}}
+          spec:
+            terminationGracePeriodSeconds: 0
+            containers: [{name: c, image: 'nginx:alpine'}]
+  topology:
+    subsets:
+    - name: zone-a
+      replicas: 2
+      nodeSelectorTerm:
+        matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [zone-a]}]
+    - name: zone-b
+      nodeSelectorTerm:
+        matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [zone-b]}]
+";
+    apply_v1beta1(&ns, "a v1beta1 UnitedDeployment to be accepted", manifest).await;
+
+    let beta: Api<BetaUd> = ns.api();
+    let status = wait_for(
+        "v1beta1 status: zone-a 2, zone-b 3, an updatedRevision, 5 ready",
+        MINUTE,
+        || async {
+            let ud = beta.get("ud").await.map_err(|e| e.to_string())?;
+            let status = ud.status.clone().unwrap_or_default();
+            let replicas: Vec<(String, i32)> = status
+                .subset_statuses
+                .iter()
+                .map(|s| (s.name.clone(), s.replicas))
+                .collect();
+            if replicas == [("zone-a".into(), 2), ("zone-b".into(), 3)]
+                && !status.updated_revision.is_empty()
+                && status.ready_replicas == 5
+            {
+                Ok(status)
+            } else {
+                Err(format!("{status:?}"))
+            }
+        },
+    )
+    .await;
+    // The same status as the controller wrote it (v1alpha1): the maps and updateStatus.
+    let alpha = ns.api::<UnitedDeployment>().get("ud").await.unwrap();
+    let alpha_status = alpha.status.unwrap();
+    assert_eq!(
+        alpha_status.subset_replicas,
+        BTreeMap::from([("zone-a".to_string(), 2), ("zone-b".to_string(), 3)])
+    );
+    assert_eq!(
+        alpha_status.update_status.unwrap().updated_revision,
+        status.updated_revision
+    );
+    let raw = jsonpath(
+        "uniteddeployments.v1beta1.apps.kruise.io",
+        "ud",
+        &ns.name,
+        "{.status.subsetReplicas}{.status.updateStatus}",
+    );
+    assert!(raw.is_empty(), "v1beta1 has neither map: {raw}");
+    // The subset Deployments exist with the split the v1beta1 status reported.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    let list = deployments.list(&Default::default()).await.unwrap();
+    let mut split: Vec<i32> = list
+        .items
+        .iter()
+        .map(|d| d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0))
+        .collect();
+    split.sort();
+    assert_eq!(split, [2, 3]);
 }

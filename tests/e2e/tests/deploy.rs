@@ -1167,6 +1167,10 @@ const PERSISTENTPODSTATE_CHECKS: &str = "
     yes update secrets/persistentpodstate-webhook-ca                   kruise-system
     yes patch  validatingwebhookconfigurations/kruise-persistentpodstate-validating *
     yes create mutatingwebhookconfigurations/kruise-persistentpodstate-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/persistentpodstates.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/statefulsets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/persistentpodstates.apps.kruise.io *
     # PPSs are never replaced (the generated spec is patched); status only by apply.
     no  update persistentpodstates.apps.kruise.io                      default
     no  update persistentpodstates.apps.kruise.io#status               default
@@ -1197,7 +1201,6 @@ const PERSISTENTPODSTATE_CHECKS: &str = "
     no  patch  validatingwebhookconfigurations/kruise-statefulset-validating *
     no  delete mutatingwebhookconfigurations/kruise-persistentpodstate-mutating *
     no  list   mutatingwebhookconfigurations                           *
-    no  patch  customresourcedefinitions.apiextensions.k8s.io/persistentpodstates.apps.kruise.io *
     no  create clusterroles.rbac.authorization.k8s.io                  *
     no  impersonate serviceaccounts                                    kruise-system
 ";
@@ -1288,6 +1291,10 @@ const UNITEDDEPLOYMENT_CHECKS: &str = "
     yes update secrets/uniteddeployment-webhook-ca                     kruise-system
     yes patch  validatingwebhookconfigurations/kruise-uniteddeployment-validating *
     yes create mutatingwebhookconfigurations/kruise-uniteddeployment-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/uniteddeployments.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/uniteddeployments.apps.kruise.io *
     # UDs are the users': written only through their status.
     no  create uniteddeployments.apps.kruise.io                        default
     no  patch  uniteddeployments.apps.kruise.io                        default
@@ -1338,6 +1345,10 @@ const WORKLOADSPREAD_CHECKS: &str = "
     yes update secrets/workloadspread-webhook-ca                       kruise-system
     yes patch  validatingwebhookconfigurations/kruise-workloadspread-validating *
     yes create mutatingwebhookconfigurations/kruise-workloadspread-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/workloadspreads.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/workloadspreads.apps.kruise.io *
     # WorkloadSpreads are the users': written only through their status, by update.
     no  create workloadspreads.apps.kruise.io                          default
     no  update workloadspreads.apps.kruise.io                          default
@@ -1390,6 +1401,10 @@ const RESOURCEDISTRIBUTION_CHECKS: &str = "
     yes update secrets/resourcedistribution-webhook-ca                 kruise-system
     yes patch  validatingwebhookconfigurations/kruise-resourcedistribution-validating *
     yes create validatingwebhookconfigurations/kruise-resourcedistribution-validating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/resourcedistributions.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/resourcedistributions.apps.kruise.io *
     # Copies are replaced whole (optimistic PUT), never patched; collection delete never.
     no  patch  secrets                                                 default
     no  deletecollection secrets                                       default

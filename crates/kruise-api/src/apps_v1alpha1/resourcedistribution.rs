@@ -141,12 +141,12 @@ pub struct ResourceDistributionCondition {
     pub failed_namespaces: Vec<String>,
 }
 
-fn is_empty_selector(selector: &LabelSelector) -> bool {
+pub(crate) fn is_empty_selector(selector: &LabelSelector) -> bool {
     selector == &LabelSelector::default()
 }
 
 /// A whole Kubernetes object kept as-is; the apiserver checks its apiVersion, kind and metadata.
-fn embedded_resource(_: &mut SchemaGenerator) -> Schema {
+pub(crate) fn embedded_resource(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "x-kubernetes-embedded-resource": true,

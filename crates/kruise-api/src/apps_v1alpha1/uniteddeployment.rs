@@ -114,7 +114,7 @@ pub struct SubsetTemplate {
 }
 
 impl SubsetTemplate {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.template_count() == 0
     }
 
@@ -214,7 +214,7 @@ pub struct UnitedDeploymentUpdateStrategy {
 }
 
 impl UnitedDeploymentUpdateStrategy {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
 
@@ -251,7 +251,7 @@ pub struct Topology {
 }
 
 impl Topology {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
 }
@@ -305,7 +305,7 @@ pub struct UnitedDeploymentScheduleStrategy {
 }
 
 impl UnitedDeploymentScheduleStrategy {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
 

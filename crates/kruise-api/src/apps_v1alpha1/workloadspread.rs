@@ -109,7 +109,7 @@ pub struct WorkloadSpreadScheduleStrategy {
 }
 
 impl WorkloadSpreadScheduleStrategy {
-    fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self == &Self::default()
     }
 

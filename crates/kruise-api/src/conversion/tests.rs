@@ -297,3 +297,372 @@ proptest! {
         prop_assert_eq!(convert_daemonset(beta, V1ALPHA1).unwrap(), alpha);
     }
 }
+
+// --- ResourceDistribution, PersistentPodState, WorkloadSpread, UnitedDeployment ---
+
+use crate::apps_v1alpha1 as alpha;
+use crate::apps_v1beta1 as beta;
+
+fn object(version: &str, kind: &str, spec: Value, status: Value) -> Value {
+    json!({"apiVersion": version, "kind": kind,
+           "metadata": {"name": "x", "namespace": "default", "labels": {"a": "b"}},
+           "spec": spec, "status": status})
+}
+
+#[test]
+fn resourcedistribution_selector_and_failed_namespaces_are_renamed() {
+    let alpha_rd = object(
+        V1ALPHA1,
+        "ResourceDistribution",
+        json!({"resource": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
+               "targets": {"allNamespaces": true,
+                           "excludedNamespaces": {"list": [{"name": "kube-system"}]},
+                           "namespaceLabelSelector": {"matchLabels": {"group": "test"}}}}),
+        json!({"desired": 3, "succeeded": 2, "failed": 1,
+               "conditions": [{"type": "ConflictOccurred", "status": "True",
+                               "failedNamespace": ["ns-3"]}]}),
+    );
+    let beta_rd = convert_resourcedistribution(alpha_rd.clone(), V1BETA1).unwrap();
+    assert_eq!(beta_rd["apiVersion"], V1BETA1);
+    assert_eq!(
+        beta_rd["spec"]["targets"]["namespaceSelector"],
+        json!({"matchLabels": {"group": "test"}})
+    );
+    assert!(beta_rd["spec"]["targets"]["namespaceLabelSelector"].is_null());
+    assert_eq!(
+        beta_rd["status"]["conditions"][0]["failedNamespaces"],
+        json!(["ns-3"])
+    );
+    assert_eq!(beta_rd["metadata"], alpha_rd["metadata"]);
+    // Every field decodes into the v1beta1 type (nothing left in the v1alpha1 spelling).
+    let typed: beta::resourcedistribution::ResourceDistribution =
+        serde_json::from_value(beta_rd.clone()).unwrap();
+    assert_eq!(
+        typed.status.unwrap().conditions[0].failed_namespaces,
+        vec!["ns-3"]
+    );
+    assert_eq!(
+        convert_resourcedistribution(beta_rd, V1ALPHA1).unwrap(),
+        alpha_rd
+    );
+}
+
+#[test]
+fn persistentpodstate_topology_keys_are_renamed_in_both_terms() {
+    let beta_pps = object(
+        V1BETA1,
+        "PersistentPodState",
+        json!({"targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web"},
+               "requiredPersistentTopology": {"keys": ["topology.kubernetes.io/zone"]},
+               "preferredPersistentTopology": [{"weight": 100,
+                   "preference": {"keys": ["kubernetes.io/hostname"]}}]}),
+        json!({"observedGeneration": 1, "podStates": {"web-0": {"nodeName": "n1"}}}),
+    );
+    let alpha_pps = convert_persistentpodstate(beta_pps.clone(), V1ALPHA1).unwrap();
+    let typed: alpha::PersistentPodState = serde_json::from_value(alpha_pps.clone()).unwrap();
+    assert_eq!(
+        typed
+            .spec
+            .required_persistent_topology
+            .unwrap()
+            .node_topology_keys,
+        vec!["topology.kubernetes.io/zone"]
+    );
+    assert_eq!(
+        typed.spec.preferred_persistent_topology[0]
+            .preference
+            .node_topology_keys,
+        vec!["kubernetes.io/hostname"]
+    );
+    assert_eq!(alpha_pps["status"], beta_pps["status"]);
+    assert_eq!(
+        convert_persistentpodstate(alpha_pps, V1BETA1).unwrap(),
+        beta_pps
+    );
+}
+
+#[test]
+fn workloadspread_subset_node_selectors_are_renamed() {
+    let alpha_ws = object(
+        V1ALPHA1,
+        "WorkloadSpread",
+        json!({"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+               "subsets": [
+                 {"name": "a", "maxReplicas": 2,
+                  "requiredNodeSelectorTerm": {"matchExpressions": [
+                      {"key": "zone", "operator": "In", "values": ["a"]}]},
+                  "preferredNodeSelectorTerms": [{"weight": 1, "preference": {}}]},
+                 {"name": "b"}]}),
+        json!({"subsetStatuses": [{"name": "a", "replicas": 2, "missingReplicas": 0}]}),
+    );
+    let beta_ws = convert_workloadspread(alpha_ws.clone(), V1BETA1).unwrap();
+    let typed: beta::workloadspread::WorkloadSpread =
+        serde_json::from_value(beta_ws.clone()).unwrap();
+    let subset = &typed.spec.subsets[0];
+    assert_eq!(
+        subset
+            .required_node_selector
+            .as_ref()
+            .unwrap()
+            .match_expressions
+            .as_ref()
+            .unwrap()[0]
+            .key,
+        "zone"
+    );
+    assert_eq!(subset.preferred_node_selector.len(), 1);
+    assert!(beta_ws["spec"]["subsets"][0]["requiredNodeSelectorTerm"].is_null());
+    assert_eq!(beta_ws["spec"]["subsets"][1], json!({"name": "b"}));
+    assert_eq!(convert_workloadspread(beta_ws, V1ALPHA1).unwrap(), alpha_ws);
+}
+
+#[test]
+fn uniteddeployment_status_maps_fold_into_subset_statuses() {
+    let alpha_ud = object(
+        V1ALPHA1,
+        "UnitedDeployment",
+        json!({"replicas": 5, "selector": {"matchLabels": {"app": "x"}}}),
+        json!({"replicas": 5, "currentRevision": "r1",
+               "subsetReplicas": {"a": 3, "b": 2},
+               "subsetStatuses": [{"name": "a", "replicas": 3, "readyReplicas": 3}],
+               "updateStatus": {"updatedRevision": "r2", "currentPartitions": {"a": 1, "b": 0}}}),
+    );
+    let beta_ud = convert_uniteddeployment(alpha_ud.clone(), V1BETA1).unwrap();
+    let typed: beta::uniteddeployment::UnitedDeployment =
+        serde_json::from_value(beta_ud.clone()).unwrap();
+    let status = typed.status.unwrap();
+    assert_eq!(status.updated_revision, "r2");
+    assert_eq!(status.current_revision, "r1");
+    let by_name: Vec<(&str, i32, i32, i32)> = status
+        .subset_statuses
+        .iter()
+        .map(|s| (s.name.as_str(), s.replicas, s.ready_replicas, s.partition))
+        .collect();
+    assert_eq!(by_name, vec![("a", 3, 3, 1), ("b", 2, 0, 0)]);
+    assert!(beta_ud["status"]["subsetReplicas"].is_null());
+    assert!(beta_ud["status"]["updateStatus"].is_null());
+    assert_eq!(beta_ud["spec"], alpha_ud["spec"]);
+
+    let back: alpha::UnitedDeployment =
+        serde_json::from_value(convert_uniteddeployment(beta_ud, V1ALPHA1).unwrap()).unwrap();
+    let status = back.status.unwrap();
+    assert_eq!(
+        status.subset_replicas,
+        [("a".into(), 3), ("b".into(), 2)].into()
+    );
+    let update = status.update_status.unwrap();
+    assert_eq!(update.updated_revision, "r2");
+    assert_eq!(
+        update.current_partitions,
+        [("a".into(), 1), ("b".into(), 0)].into()
+    );
+}
+
+#[test]
+fn uniteddeployment_without_status_converts_its_version_only() {
+    let beta_ud = json!({"apiVersion": V1BETA1, "kind": "UnitedDeployment",
+                         "metadata": {"name": "x"},
+                         "spec": {"selector": {"matchLabels": {"app": "x"}}}});
+    let alpha_ud = convert_uniteddeployment(beta_ud.clone(), V1ALPHA1).unwrap();
+    assert_eq!(alpha_ud["apiVersion"], V1ALPHA1);
+    assert_eq!(alpha_ud["spec"], beta_ud["spec"]);
+    assert!(alpha_ud.get("status").is_none());
+    assert_eq!(
+        convert_uniteddeployment(alpha_ud, V1BETA1).unwrap(),
+        beta_ud
+    );
+}
+
+fn names() -> impl Strategy<Value = Vec<String>> {
+    proptest::collection::btree_set("[a-z]{1,6}", 0..4).prop_map(|s| s.into_iter().collect())
+}
+
+/// A UnitedDeployment status as our controller writes it (v1alpha1): every subset in
+/// `subsetStatuses`, its replicas and partition also in the two maps.
+fn alpha_ud_status() -> impl Strategy<Value = alpha::UnitedDeploymentStatus> {
+    (names(), "[a-z0-9]{0,5}", any::<bool>()).prop_flat_map(|(names, revision, rolling)| {
+        let n = names.len();
+        (
+            proptest::collection::vec((0..10i32, 0..10i32, 0..10i32), n),
+            Just(names),
+            Just(revision),
+            Just(rolling),
+        )
+            .prop_map(|(numbers, names, revision, rolling)| {
+                let mut status = alpha::UnitedDeploymentStatus {
+                    current_revision: "c".into(),
+                    ..Default::default()
+                };
+                for (name, (replicas, ready, partition)) in names.iter().zip(numbers) {
+                    status.subset_replicas.insert(name.clone(), replicas);
+                    status
+                        .subset_statuses
+                        .push(alpha::UnitedDeploymentSubsetStatus {
+                            name: name.clone(),
+                            replicas,
+                            ready_replicas: ready,
+                            partition,
+                            ..Default::default()
+                        });
+                }
+                if rolling {
+                    status.update_status = Some(alpha::UpdateStatus {
+                        updated_revision: revision,
+                        current_partitions: status
+                            .subset_statuses
+                            .iter()
+                            .map(|s| (s.name.clone(), s.partition))
+                            .collect(),
+                    });
+                }
+                status
+            })
+    })
+}
+
+fn beta_ud_status() -> impl Strategy<Value = beta::uniteddeployment::UnitedDeploymentStatus> {
+    (
+        names(),
+        "[a-z0-9]{0,5}",
+        proptest::collection::vec((0..10i32, 0..10i32, 0..10i32), 4),
+    )
+        .prop_map(|(names, revision, numbers)| {
+            beta::uniteddeployment::UnitedDeploymentStatus {
+                updated_revision: revision,
+                subset_statuses: names
+                    .into_iter()
+                    .zip(numbers)
+                    .map(|(name, (replicas, ready, partition))| {
+                        alpha::UnitedDeploymentSubsetStatus {
+                            name,
+                            replicas,
+                            ready_replicas: ready,
+                            partition,
+                            ..Default::default()
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            }
+        })
+}
+
+fn node_selector_term() -> impl Strategy<Value = Value> {
+    ("[a-z]{1,5}", proptest::collection::vec("[a-z]{1,3}", 0..3)).prop_map(|(key, values)| {
+        json!({"matchExpressions": [{"key": key, "operator": "In", "values": values}]})
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A status our controller wrote reads as v1beta1 and comes back unchanged.
+    #[test]
+    fn uniteddeployment_alpha_status_round_trips(status in alpha_ud_status()) {
+        let ud = alpha::UnitedDeployment {
+            metadata: kube::api::ObjectMeta { name: Some("x".into()), ..Default::default() },
+            spec: Default::default(),
+            status: Some(status),
+        };
+        let mut json = serde_json::to_value(&ud).unwrap();
+        json["apiVersion"] = json!(V1ALPHA1);
+        let beta_json = convert_uniteddeployment(json, V1BETA1).unwrap();
+        let typed: beta::uniteddeployment::UnitedDeployment =
+            serde_json::from_value(beta_json.clone()).unwrap();
+        let alpha_status = ud.status.as_ref().unwrap();
+        let beta_status = typed.status.unwrap();
+        prop_assert_eq!(&beta_status.subset_statuses, &alpha_status.subset_statuses);
+        prop_assert_eq!(
+            beta_status.updated_revision,
+            alpha_status.update_status.as_ref().map(|u| u.updated_revision.clone()).unwrap_or_default()
+        );
+        let back: alpha::UnitedDeployment =
+            serde_json::from_value(convert_uniteddeployment(beta_json, V1ALPHA1).unwrap()).unwrap();
+        // v1alpha1's updateStatus is what v1beta1 had: present once there are subsets
+        // or a revision.
+        let mut expected = ud.clone();
+        let s = expected.status.as_mut().unwrap();
+        if s.update_status.is_none() && !s.subset_statuses.is_empty() {
+            s.update_status = Some(alpha::UpdateStatus {
+                updated_revision: String::new(),
+                current_partitions: s.subset_statuses.iter().map(|x| (x.name.clone(), x.partition)).collect(),
+            });
+        }
+        if s.update_status.as_ref().is_some_and(|u| u.updated_revision.is_empty()) && s.subset_statuses.is_empty() {
+            s.update_status = None;
+        }
+        prop_assert_eq!(back, expected);
+    }
+
+    /// Any v1beta1 status (subsets named uniquely) survives v1alpha1 storage.
+    #[test]
+    fn uniteddeployment_beta_status_round_trips(status in beta_ud_status()) {
+        let ud = beta::uniteddeployment::UnitedDeployment {
+            metadata: kube::api::ObjectMeta { name: Some("x".into()), ..Default::default() },
+            spec: Default::default(),
+            status: Some(status),
+        };
+        let mut json = serde_json::to_value(&ud).unwrap();
+        json["apiVersion"] = json!(V1BETA1);
+        let stored = convert_uniteddeployment(json, V1ALPHA1).unwrap();
+        let _: alpha::UnitedDeployment = serde_json::from_value(stored.clone()).unwrap();
+        let back: beta::uniteddeployment::UnitedDeployment =
+            serde_json::from_value(convert_uniteddeployment(stored, V1BETA1).unwrap()).unwrap();
+        prop_assert_eq!(back, ud);
+    }
+
+    /// The renamed kinds: v1alpha1 → v1beta1 → v1alpha1 is the identity, and nothing in
+    /// the v1alpha1 spelling is left in v1beta1.
+    #[test]
+    fn renamed_kinds_round_trip(
+        selector in proptest::option::of(proptest::collection::btree_map("[a-z]{1,4}", "[a-z]{1,4}", 0..3)),
+        failed in proptest::collection::vec(proptest::collection::vec("[a-z]{1,5}", 0..3), 0..3),
+        required in proptest::option::of(proptest::collection::vec("[a-z./]{1,10}", 0..3)),
+        preferred in proptest::collection::vec(proptest::collection::vec("[a-z./]{1,10}", 0..3), 0..3),
+        subsets in proptest::collection::vec(
+            (proptest::option::of(node_selector_term()), proptest::option::of(node_selector_term())), 0..4),
+    ) {
+        let mut targets = json!({"allNamespaces": true});
+        if let Some(labels) = selector {
+            targets["namespaceLabelSelector"] = json!({"matchLabels": labels});
+        }
+        let conditions: Vec<Value> = failed.iter().map(|ns| {
+            let mut c = json!({"type": "ConflictOccurred", "status": "True"});
+            if !ns.is_empty() { c["failedNamespace"] = json!(ns); }
+            c
+        }).collect();
+        let rd = object(V1ALPHA1, "ResourceDistribution",
+            json!({"resource": {"kind": "ConfigMap"}, "targets": targets}),
+            json!({"conditions": conditions}));
+
+        let mut pps_spec = json!({"targetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "s"}});
+        if let Some(keys) = required { pps_spec["requiredPersistentTopology"] = json!({"nodeTopologyKeys": keys}); }
+        pps_spec["preferredPersistentTopology"] = json!(preferred.iter().map(|k|
+            json!({"weight": 1, "preference": {"nodeTopologyKeys": k}})).collect::<Vec<_>>());
+        let pps = object(V1ALPHA1, "PersistentPodState", pps_spec, json!({}));
+
+        let ws_subsets: Vec<Value> = subsets.iter().enumerate().map(|(i, (req, pref))| {
+            let mut s = json!({"name": format!("s{i}")});
+            if let Some(r) = req { s["requiredNodeSelectorTerm"] = r.clone(); }
+            if let Some(p) = pref { s["preferredNodeSelectorTerms"] = json!([{"weight": 1, "preference": p}]); }
+            s
+        }).collect();
+        let ws = object(V1ALPHA1, "WorkloadSpread",
+            json!({"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"}, "subsets": ws_subsets}),
+            json!({}));
+
+        for (object, convert, old_names) in [
+            (rd, convert_resourcedistribution as fn(Value, &str) -> Result<Value, String>,
+             ["namespaceLabelSelector", "failedNamespace"]),
+            (pps, convert_persistentpodstate, ["nodeTopologyKeys", "nodeTopologyKeys"]),
+            (ws, convert_workloadspread, ["requiredNodeSelectorTerm", "preferredNodeSelectorTerms"]),
+        ] {
+            let beta_json = convert(object.clone(), V1BETA1).unwrap();
+            let text = beta_json.to_string();
+            for old in old_names {
+                prop_assert!(!text.contains(&format!("\"{old}\"")), "{} in {}", old, text);
+            }
+            prop_assert_eq!(convert(beta_json, V1ALPHA1).unwrap(), object);
+        }
+    }
+}

@@ -73,7 +73,21 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
             }),
         )
         .on_failure(OnFailure::Allow),
+        conversion_route(),
     ]
+}
+
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-persistentpodstate";
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-persistentpodstate",
+        "persistentpodstates.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_persistentpodstate),
+    )
 }
 
 /// The PPS cache has listed (right after a start it may not have yet).

@@ -1,7 +1,8 @@
 //! Which namespaces get a copy (spec 3.4.1): with `allNamespaces` every namespace,
 //! otherwise `includedNamespaces` plus the namespaces a non-empty
 //! `namespaceLabelSelector` matches; `excludedNamespaces` are then removed. Every other
-//! existing namespace is *unmatched* (its owned copy is removed).
+//! existing namespace is *unmatched* (its owned copy is removed). `kube-system` and
+//! `kube-public` are never matched, whatever selects them (OpenKruise ≥ 1.9).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +27,9 @@ pub struct Resolution {
     /// Existing namespaces that are not matched.
     pub unmatched: BTreeSet<String>,
 }
+
+/// Namespaces never distributed to, as in OpenKruise 1.9 (`defaultSystemNamespaces`).
+pub const SYSTEM_NAMESPACES: [&str; 2] = ["kube-system", "kube-public"];
 
 /// A selector with no requirement at all selects nothing here (upstream only applies a
 /// non-empty namespaceLabelSelector), not everything.
@@ -67,7 +71,7 @@ pub fn resolve(
                 .map(str::to_string),
         );
     }
-    for excluded in targets.excluded_namespaces.names() {
+    for excluded in targets.excluded_namespaces.names().chain(SYSTEM_NAMESPACES) {
         matched.remove(excluded);
     }
     let unmatched = namespaces
@@ -154,6 +158,36 @@ pub(crate) mod tests {
         let r = resolve(&targets, &namespaces).unwrap();
         assert_eq!(names(&r.matched), ["a"]);
         assert_eq!(names(&r.unmatched), ["b", "kube-system"]);
+    }
+
+    #[test]
+    fn system_namespaces_are_never_matched() {
+        let namespaces = [
+            ns("a", &[("group", "x")]),
+            ns("kube-system", &[("group", "x")]),
+            ns("kube-public", &[("group", "x")]),
+        ];
+        for targets in [
+            ResourceDistributionTargets {
+                all_namespaces: true,
+                ..Default::default()
+            },
+            ResourceDistributionTargets {
+                included_namespaces: list(&["kube-system", "kube-public", "a"]),
+                ..Default::default()
+            },
+            ResourceDistributionTargets {
+                namespace_label_selector: LabelSelector {
+                    match_labels: Some([("group".to_string(), "x".to_string())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        ] {
+            let r = resolve(&targets, &namespaces).unwrap();
+            assert_eq!(names(&r.matched), ["a"], "{targets:?}");
+            assert_eq!(names(&r.unmatched), ["kube-public", "kube-system"]);
+        }
     }
 
     #[test]

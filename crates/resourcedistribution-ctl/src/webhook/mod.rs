@@ -261,7 +261,20 @@ pub fn routes(client: kube::Client, enabled: bool, dry_run_namespace: String) ->
             }
         }),
     );
-    vec![validate_route]
+    vec![validate_route, conversion_route()]
+}
+
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-resourcedistribution";
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-resourcedistribution",
+        "resourcedistributions.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_resourcedistribution),
+    )
 }
 
 /// `kruise-resourcedistribution-validating` with `vresourcedistribution.kb.io`. RDs are

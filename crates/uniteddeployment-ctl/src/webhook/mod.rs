@@ -390,7 +390,20 @@ pub fn routes() -> Vec<Route> {
             }
         }),
     );
-    vec![mutate, validate_route]
+    vec![mutate, validate_route, conversion_route()]
+}
+
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-uniteddeployment";
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-uniteddeployment",
+        "uniteddeployments.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_uniteddeployment),
+    )
 }
 
 /// The configurations, named for the scope: cluster-wide, or one namespace.

@@ -118,27 +118,67 @@ pub fn node_score(subset: &WorkloadSpreadSubset, node: &Node) -> Option<i32> {
     )
 }
 
-/// The subset for a Pod running on `node`: the best-scoring subset that matches and still
-/// has room (`counts` below its cap); the earlier subset on a tie.
+/// The subset for a Pod already running on `node` (created before the WorkloadSpread,
+/// or annotated for another one), scored as OpenKruise does (`matchesSubset`): among the
+/// subsets whose required term matches the node and whose tolerations, with the Pod's,
+/// tolerate every taint of the node, the highest `100 × matched preferred weight + 10 ×
+/// (the Pod already carries the subset's patch) + (the subset is below its cap)`; the
+/// earlier subset on a tie. A full subset still takes a Pod only its nodes match: the Pod
+/// is counted there (its surplus gets a negative deletion cost), not left out.
 pub fn subset_for_node(
     subsets: &[WorkloadSpreadSubset],
     maxes: &[Option<i32>],
     counts: &[i32],
     node: &Node,
+    pod: &Pod,
 ) -> Option<usize> {
-    let mut best: Option<(usize, i32)> = None;
+    let mut best: Option<(usize, i64)> = None;
     for (i, subset) in subsets.iter().enumerate() {
-        if maxes[i].is_some_and(|m| counts[i] >= m) {
+        if !tolerates_node(subset, pod, node) {
             continue;
         }
-        let Some(score) = node_score(subset, node) else {
+        let Some(preferred) = node_score(subset, node) else {
             continue;
         };
+        let carries_patch = i64::from(carries_patch(subset, pod));
+        let has_room = i64::from(maxes[i].is_none_or(|m| counts[i] < m));
+        let score = i64::from(preferred) * 100 + carries_patch * 10 + has_room;
         if best.is_none_or(|(_, s)| score > s) {
             best = Some((i, score));
         }
     }
     best.map(|(i, _)| i)
+}
+
+/// Every taint of `node` is tolerated by the Pod's tolerations or the subset's.
+fn tolerates_node(subset: &WorkloadSpreadSubset, pod: &Pod, node: &Node) -> bool {
+    let mut tolerations = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default();
+    tolerations.extend(subset.tolerations.iter().cloned());
+    let taints = node.spec.as_ref().and_then(|s| s.taints.as_deref());
+    taints
+        .unwrap_or_default()
+        .iter()
+        .all(|taint| kruise_ordering::nodes::tolerated(&tolerations, taint))
+}
+
+/// The Pod already looks as the subset's patch would make it. Only a patch of labels and
+/// annotations is compared (annotations are ignored, as OpenKruise does: their values may
+/// be equal JSON written differently); a patch of anything else never counts as carried.
+fn carries_patch(subset: &WorkloadSpreadSubset, pod: &Pod) -> bool {
+    let Some(patch) = subset.patch.as_ref().and_then(|p| p.as_object()) else {
+        return false;
+    };
+    if patch.keys().any(|k| k != "metadata") {
+        return false;
+    }
+    let (labels, _) = patch_metadata(subset);
+    labels
+        .iter()
+        .all(|(k, v)| predicates::label(pod, k) == Some(v.as_str()))
 }
 
 /// The metadata of a subset's patch (labels and annotations), to put on an existing Pod.
@@ -223,7 +263,7 @@ pub fn plan(w: &World) -> Plan {
         .is_some_and(|v| v == "true");
     for pod in unannotated {
         let node = w.nodes.get(predicates::node_name(pod));
-        let chosen = node.and_then(|node| subset_for_node(subsets, &maxes, &counts, node));
+        let chosen = node.and_then(|node| subset_for_node(subsets, &maxes, &counts, node, pod));
         if let Some(i) = chosen {
             counts[i] += 1;
             let patch = patches

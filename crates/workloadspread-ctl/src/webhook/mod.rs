@@ -112,7 +112,21 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
             }),
         )
         .on_failure(OnFailure::Allow),
+        conversion_route(),
     ]
+}
+
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-workloadspread";
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-workloadspread",
+        "workloadspreads.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_workloadspread),
+    )
 }
 
 /// The configurations, named and labelled for the scope.
