@@ -429,27 +429,14 @@ async fn crr_refused_while_the_kruise_daemon_gate_is_off() {
 /// filter.
 mod realnode {
     use super::*;
-    use k8s_openapi::api::core::v1::Node;
     use kruise_e2e::{events_in, is_ready, kubectl_async};
 
     const NODE: &str = "real-0";
 
     /// The node's registry and containerd socket, or `None` (after saying why).
     async fn real_node() -> Option<(String, String)> {
-        let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
-        let Some(node) = nodes.get_opt(NODE).await.expect("get node") else {
-            let why = format!("no node {NODE}: the real node is opt-in (`make up-real`)");
-            if std::env::var("KRUISE_E2E_REAL_NODE").is_ok_and(|v| v == "1") {
-                panic!("{why}");
-            }
-            eprintln!("skipped: {why}");
-            return None;
-        };
-        let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
-        Some((
-            annotation("node.kruise.io/registry"),
-            annotation("node.kruise.io/containerd-socket"),
-        ))
+        let node = crate::realnode::real_node().await?;
+        Some((node.registry, node.containerd_socket))
     }
 
     /// The manager and an agent for real-0, both scoped to the test's namespace: they act

@@ -231,21 +231,8 @@ async fn apply_base_namespaces() {
 /// The real node's registry, its registry that wants a login, and its containerd socket
 /// (node.sh's annotations), or `None` after saying why.
 async fn real_node() -> Option<(String, String, String)> {
-    let nodes: Api<Node> = Api::all(kruise_e2e::client().await);
-    let Some(node) = nodes.get_opt(REAL_NODE).await.expect("get node") else {
-        let why = format!("no node {REAL_NODE}: the real node is opt-in (`make up-real`)");
-        if std::env::var("KRUISE_E2E_REAL_NODE").is_ok_and(|v| v == "1") {
-            panic!("{why}");
-        }
-        eprintln!("skipped: {why}");
-        return None;
-    };
-    let annotation = |k: &str| node.annotations().get(k).cloned().expect(k);
-    Some((
-        annotation("node.kruise.io/registry"),
-        annotation("node.kruise.io/private-registry"),
-        annotation("node.kruise.io/containerd-socket"),
-    ))
+    let node = crate::realnode::real_node().await?;
+    Some((node.registry, node.private_registry, node.containerd_socket))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]

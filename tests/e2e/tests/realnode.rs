@@ -40,6 +40,8 @@ const MINUTE: Duration = Duration::from_secs(60);
 pub(crate) struct RealNode {
     /// `127.0.0.1:<port>`: the local registry the node pulls from.
     pub(crate) registry: String,
+    /// `127.0.0.1:<port + 1>`: the same, behind a login (pulls with a pull secret).
+    pub(crate) private_registry: String,
     /// The node's containerd socket (on this machine).
     pub(crate) containerd_socket: String,
 }
@@ -73,6 +75,7 @@ pub(crate) async fn real_node() -> Option<RealNode> {
     };
     let real = RealNode {
         registry: annotation("node.kruise.io/registry"),
+        private_registry: annotation("node.kruise.io/private-registry"),
         containerd_socket: annotation("node.kruise.io/containerd-socket"),
     };
     wait_for(&format!("node {NODE} Ready"), MINUTE, || {
