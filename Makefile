@@ -14,7 +14,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/.local/kubeconfig
 E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
-.PHONY: up-real e2e-real deploy-local bench-compare fuzz
+.PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz
 .PHONY: chaos
 
 help:
@@ -99,8 +99,11 @@ up-real: deps ## the local cluster with the real node real-0 (kubelet + containe
 e2e-real: ## the real node's e2e tests (tests/e2e/tests/realnode.rs, imagepull.rs's real_node_*) on the cluster of make up-real
 	KUBECONFIG=$(KUBECONFIG_LOCAL) KRUISE_E2E_REAL_NODE=1 cargo test -p kruise-e2e --quiet -- --test-threads=3 realnode:: imagepull::real_node
 
-deploy-local: ## make images, push them to the real node's registry, deploy kustomize/overlays/all onto real-0
-	@tests/deploy-local.sh
+deploy-local: ## make images, push them to the real node's registry, deploy kustomize/overlays/all onto real-0 [OVERLAY=cloneset]
+	@OVERLAY=$(OVERLAY) tests/deploy-local.sh
+
+undeploy-local: ## stop what deploy-local deployed (Deployments, the agent's DaemonSet)
+	@tests/deploy-local.sh delete
 
 OVERLAY ?= all
 KUBECTL ?= kubectl

@@ -51,6 +51,14 @@ if ! wait "$build_pid"; then
 fi
 step "local cluster"
 KRUISE_REAL_NODE=$real_node tests/cluster/cluster.sh up
+# The controllers that the last step deploys from their images (static release builds,
+# several CPU-minutes each): built in the background at the lowest priority while the e2e
+# tests run.
+deployed_bins="cloneset-ctl imagepulljob-ctl daemon-agent"
+if [ "$real_node" = 1 ]; then
+  NICE=19 BINS="$deployed_bins" tests/images.sh --local >.local/logs/images-build.log 2>&1 &
+  images_pid=$!
+fi
 step "e2e tests"
 # The real node's tests run in a step of their own below (on a cluster with real-0 they
 # would run here too, twice then).
@@ -70,6 +78,21 @@ if "$(tests/cluster/cluster.sh bin)/kubectl" --kubeconfig "$root/.local/kubeconf
   step "e2e tests: the real node real-0"
   KUBECONFIG="$root/.local/kubeconfig" KRUISE_E2E_REAL_NODE=1 \
     cargo test -p kruise-e2e --quiet -- --test-threads=3 "${real_node_tests[@]}"
+  # The controllers as a user deploys them: images FROM scratch in the node's registry,
+  # kustomize, 2 replicas on real-0 with a Lease; the agent as a DaemonSet Pod. Last,
+  # since they act on every namespace (the kwok suite runs controllers of its own).
+  step "e2e tests: controllers from their images on real-0 (deploy-local)"
+  if [ -n "${images_pid:-}" ] && ! wait "$images_pid"; then
+    echo "the static release build of $deployed_bins failed:" >&2
+    tail -n 40 .local/logs/images-build.log >&2
+    exit 1
+  fi
+  for overlay in cloneset imagepulljob; do
+    OVERLAY=$overlay tests/deploy-local.sh
+  done
+  KUBECONFIG="$root/.local/kubeconfig" KRUISE_E2E_REAL_NODE=1 KRUISE_E2E_DEPLOYED=1 \
+    cargo test -p kruise-e2e --quiet -- --test-threads=2 realnode::deployed_ imagepull::real_node_deployed_
+  tests/deploy-local.sh delete
 else
   step "e2e tests: the real node: skipped (no node real-0; make up-real adds it)"
 fi

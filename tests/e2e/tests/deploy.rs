@@ -1981,10 +1981,10 @@ impl Drop for Process {
 }
 
 /// A scratch directory, removed on drop unless the test failed.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("kruise-deploy-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -2642,7 +2642,7 @@ fn url_encode(s: &str) -> String {
         .collect()
 }
 
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     addr: SocketAddr,
 }
@@ -2651,16 +2651,25 @@ impl Prometheus {
     /// Scrapes `targets` (binary → admin address) every second; each target's series carry
     /// a `binary` label.
     async fn start(dir: &Path, targets: &[(String, SocketAddr)]) -> Self {
-        let bin = tokio::task::spawn_blocking(prometheus_binary)
-            .await
-            .unwrap();
         let statics: Vec<Value> = targets
             .iter()
             .map(|(name, addr)| json!({"targets": [addr.to_string()], "labels": {"binary": name}}))
             .collect();
+        Self::start_with(
+            dir,
+            json!([{"job_name": "kruise", "metrics_path": "/metrics", "static_configs": statics}]),
+        )
+        .await
+    }
+
+    /// Runs with these `scrape_configs`, scraping and evaluating every second.
+    pub(crate) async fn start_with(dir: &Path, scrape_configs: Value) -> Self {
+        let bin = tokio::task::spawn_blocking(prometheus_binary)
+            .await
+            .unwrap();
         let config = json!({
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "kruise", "metrics_path": "/metrics", "static_configs": statics}],
+            "scrape_configs": scrape_configs,
         });
         let config_file = dir.join("prometheus.yml");
         std::fs::write(&config_file, config.to_string()).unwrap();
@@ -2690,7 +2699,7 @@ impl Prometheus {
     }
 
     /// An instant query: (labels, value) per series.
-    async fn query(&self, promql: &str) -> Result<Vec<(BTreeMap<String, String>, f64)>, String> {
+    pub(crate) async fn query(&self, promql: &str) -> Result<Vec<(BTreeMap<String, String>, f64)>, String> {
         let (code, body) = http_get(
             self.addr,
             &format!("/api/v1/query?query={}", url_encode(promql)),

@@ -8,7 +8,10 @@
 //!   Succeeded and deleted after its TTL); a missing tag fails with the runtime's message
 //!   and failedNodes; a Pod using the pulled image starts without a pull; the node's
 //!   NodeImage, deleted, comes back; an image of the registry that wants a login fails
-//!   without its pull secret and is pulled with it;
+//!   without its pull secret and is pulled with it; a CloneSet and an Advanced
+//!   StatefulSet with `PreDownloadImageForInPlaceUpdate`, their in-place update held by
+//!   the partition, pre-download the new image (a job owned by the workload, the image in
+//!   containerd, no Pod touched), and the update then finds it on the node;
 //! - on the kwok nodes (no runtime): admission; NodeImages for the nodes, a NodeImage of
 //!   no node deleted and a fake one kept; a job without an agent stays active until its
 //!   deadline fails it, and its tag is pruned once the job is gone; an ImageListPullJob's
@@ -405,7 +408,20 @@ spec:
     .await;
 
     private_image_needs_its_pull_secret(&ns, &private_registry, &cri).await;
-    cloneset_predownload_pulls_before_the_in_place_update(&ns, &registry, &cri).await;
+    predownload_pulls_before_the_in_place_update(
+        &ns,
+        &registry,
+        &cri,
+        PreDownloadWorkload::CloneSet,
+    )
+    .await;
+    predownload_pulls_before_the_in_place_update(
+        &ns,
+        &registry,
+        &cri,
+        PreDownloadWorkload::AdvancedStatefulSet,
+    )
+    .await;
 
     // The node's NodeImage, deleted, comes back.
     let uid = ni.uid();
@@ -420,6 +436,87 @@ spec:
         }
     })
     .await;
+}
+
+/// After `make deploy-local`: the agent runs from its image as the DaemonSet's Pod on the
+/// real node (at the node's containerd socket), and imagepulljob-ctl from its image; a job
+/// for a tag the node has never seen is pulled by that agent into containerd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_node_deployed_agent_pulls_a_job() {
+    let Some(node) = crate::realnode::real_node().await else {
+        return;
+    };
+    if crate::realnode::deployed("imagepulljob-controller")
+        .await
+        .is_none()
+    {
+        return;
+    }
+    let agents: Api<Pod> = Api::namespaced(kruise_e2e::client().await, "kruise-daemon-config");
+    let agent = wait_for("the agent's Pod Ready on real-0", 2 * MINUTE, || async {
+        let list = agents
+            .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=daemon-agent"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let on_node: Vec<Pod> = list
+            .items
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(REAL_NODE))
+            .collect();
+        match on_node.as_slice() {
+            [pod] if kruise_e2e::is_ready(pod) => Ok(pod.clone()),
+            other => Err(format!("{} agent Pods on {REAL_NODE}, not one Ready", other.len())),
+        }
+    })
+    .await;
+    let image = agent.spec.as_ref().unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        image.starts_with(&format!("{}/kruise-rs/daemon-agent:", node.registry)),
+        "{image}"
+    );
+
+    let ns = TestNamespace::new("imagepull-deployed").await;
+    let tag = format!("deployed-{}", ns.name.rsplit('-').next().unwrap());
+    push_tag(&node.registry, &tag).await;
+    let name = format!("{}/kruise-rs/busybox", node.registry);
+    let pulled = format!("{name}:{tag}");
+    let cri = Cri::connect(std::path::Path::new(&node.containerd_socket)).unwrap();
+    assert_eq!(cri.find_image(&pulled).await.unwrap(), None, "not pulled yet");
+    ns.apply(&job_yaml(
+        "by-the-deployed-agent",
+        &pulled,
+        REAL_NODE,
+        "  completionPolicy:\n    type: Always\n    activeDeadlineSeconds: 120\n  pullPolicy:\n    backoffLimit: 3\n    timeoutSeconds: 60",
+    ))
+    .await
+    .unwrap();
+    let status = wait_job(&ns, "by-the-deployed-agent", "succeeded 1", |s| {
+        s.completion_time.is_some()
+    })
+    .await;
+    assert_eq!((status.succeeded, status.failed), (1, 0), "{status:?}");
+    let in_runtime = cri
+        .find_image(&pulled)
+        .await
+        .unwrap()
+        .expect("pulled into containerd");
+    let ni = Api::<NodeImage>::all(ns.client.clone())
+        .get(REAL_NODE)
+        .await
+        .unwrap();
+    let tag_status = tag_status(&ni, &name, &tag).expect("tag status");
+    assert_eq!(tag_status.phase, ImagePullPhase::Succeeded);
+    assert_eq!(tag_status.image_id, format!("{name}@{}", in_runtime.id));
+    // The same agent Pod did it: not restarted meanwhile.
+    let after = agents.get(&agent.name_any()).await.unwrap();
+    let restarts = after
+        .status
+        .and_then(|s| s.container_statuses)
+        .and_then(|c| c.first().map(|c| c.restart_count));
+    assert_eq!(restarts, Some(0));
 }
 
 /// The node's second registry wants a login: a job without a pull secret fails with the
@@ -490,36 +587,40 @@ async fn private_image_needs_its_pull_secret(ns: &TestNamespace, registry: &str,
 /// CloneSet pre-download (gate PreDownloadImageForInPlaceUpdate) on the real node: the
 /// CloneSet controller creates the ImagePullJob for its Pods' node, the agent pulls the new
 /// image, and the in-place update that follows finds it present.
-async fn cloneset_predownload_pulls_before_the_in_place_update(
-    ns: &TestNamespace,
-    registry: &str,
-    cri: &Cri,
-) {
-    let _cloneset = RunningController::start(
-        cloneset_ctl::IDENTITY,
-        &ns.name,
-        "PreDownloadImageForInPlaceUpdate=true",
-        cloneset_ctl::run,
-    )
-    .await;
-    let tag = format!("pre-{}", ns.name.rsplit('-').next().unwrap());
-    push_tag(registry, &tag).await;
-    let old = format!("{registry}/kruise-rs/busybox:1");
-    let new = format!("{registry}/kruise-rs/busybox:{tag}");
-    let cloneset = |image: &str, partition: i32| {
-        format!(
-            r#"
-apiVersion: apps.kruise.io/v1alpha1
-kind: CloneSet
-metadata:
-  name: web
-spec:
-  replicas: 4
-  selector:
-    matchLabels:
-      app: web
-  template:
-    metadata:
+/// The two workloads that pre-download the images of an in-place update
+/// (`PreDownloadImageForInPlaceUpdate`): both run the same scenario on the real node.
+#[derive(Clone, Copy, Debug)]
+enum PreDownloadWorkload {
+    CloneSet,
+    AdvancedStatefulSet,
+}
+
+impl PreDownloadWorkload {
+    /// Its controller, in this process, with the gate on.
+    async fn start(self, ns: &TestNamespace) -> RunningController {
+        let gate = "PreDownloadImageForInPlaceUpdate=true";
+        match self {
+            Self::CloneSet => {
+                RunningController::start(cloneset_ctl::IDENTITY, &ns.name, gate, cloneset_ctl::run)
+                    .await
+            }
+            Self::AdvancedStatefulSet => {
+                RunningController::start(
+                    statefulset_ctl::IDENTITY,
+                    &ns.name,
+                    gate,
+                    statefulset_ctl::run,
+                )
+                .await
+            }
+        }
+    }
+
+    /// `web` (4 Pods `app=web` on the real node, updated in place) with `image`, the
+    /// update held at `partition` Pods.
+    fn yaml(self, image: &str, partition: i32) -> String {
+        let pod = format!(
+            r#"    metadata:
       labels:
         app: web
     spec:
@@ -530,23 +631,136 @@ spec:
         operator: Exists
         effect: NoSchedule
       terminationGracePeriodSeconds: 2
+      readinessGates:
+      - conditionType: InPlaceUpdateReady
       containers:
       - name: main
-        image: {image}
+        image: {image}"#
+        );
+        match self {
+            Self::CloneSet => format!(
+                r#"
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: web
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: web
+  template:
+{pod}
   updateStrategy:
     type: InPlaceIfPossible
     partition: {partition}
 "#
-        )
-    };
-    // The CloneSet webhook answers once its defaults show up on a dry run.
-    let api: Api<kruise_api::apps_v1alpha1::CloneSet> = ns.api();
-    let probe = serde_saphyr::from_str(&cloneset(&old, 4)).unwrap();
-    kruise_e2e::wait_webhook_effective(&api, &probe, |cs: &kruise_api::apps_v1alpha1::CloneSet| {
-        cs.spec.revision_history_limit.is_some()
-    })
-    .await;
-    ns.apply(&cloneset(&old, 4)).await.unwrap();
+            ),
+            // Parallel: the four Pods start together, as the CloneSet's do.
+            Self::AdvancedStatefulSet => format!(
+                r#"
+apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  serviceName: web
+  replicas: 4
+  podManagementPolicy: Parallel
+  selector:
+    matchLabels:
+      app: web
+  template:
+{pod}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      podUpdatePolicy: InPlaceIfPossible
+      maxUnavailable: 1
+      partition: {partition}
+"#
+            ),
+        }
+    }
+
+    /// Waits until the workload's webhook answers (its defaults show up on a dry run).
+    async fn wait_webhook(self, ns: &TestNamespace, yaml: &str) {
+        match self {
+            Self::CloneSet => {
+                let api: Api<kruise_api::apps_v1alpha1::CloneSet> = ns.api();
+                let probe = serde_saphyr::from_str(yaml).unwrap();
+                kruise_e2e::wait_webhook_effective(
+                    &api,
+                    &probe,
+                    |cs: &kruise_api::apps_v1alpha1::CloneSet| {
+                        cs.spec.revision_history_limit.is_some()
+                    },
+                )
+                .await;
+            }
+            Self::AdvancedStatefulSet => {
+                let api: Api<kruise_api::apps_v1beta1::StatefulSet> = ns.api();
+                let probe = serde_saphyr::from_str(yaml).unwrap();
+                kruise_e2e::wait_webhook_effective(
+                    &api,
+                    &probe,
+                    |sts: &kruise_api::apps_v1beta1::StatefulSet| {
+                        sts.spec.revision_history_limit.is_some()
+                    },
+                )
+                .await;
+            }
+        }
+    }
+
+    /// Deletes `web` (its Pods go with it, in the background).
+    async fn delete(self, ns: &TestNamespace) {
+        let params = DeleteParams::background();
+        match self {
+            Self::CloneSet => ns
+                .api::<kruise_api::apps_v1alpha1::CloneSet>()
+                .delete("web", &params)
+                .await
+                .map(|_| ()),
+            Self::AdvancedStatefulSet => ns
+                .api::<kruise_api::apps_v1beta1::StatefulSet>()
+                .delete("web", &params)
+                .await
+                .map(|_| ()),
+        }
+        .expect("delete web");
+    }
+
+    /// The kind the pre-download jobs name as their owner.
+    fn kind(self) -> &'static str {
+        match self {
+            Self::CloneSet => "CloneSet",
+            Self::AdvancedStatefulSet => "StatefulSet",
+        }
+    }
+}
+
+/// With the gate on, an in-place rollout held by its partition pre-downloads the new
+/// image onto the nodes of the workload's Pods (an ImagePullJob owned by the workload,
+/// pulled into containerd by the agent); the update then finds it on the node ("already
+/// present on machine").
+async fn predownload_pulls_before_the_in_place_update(
+    ns: &TestNamespace,
+    registry: &str,
+    cri: &Cri,
+    workload: PreDownloadWorkload,
+) {
+    let _controller = workload.start(ns).await;
+    let tag = format!(
+        "pre-{}-{}",
+        workload.kind().to_lowercase(),
+        ns.name.rsplit('-').next().unwrap()
+    );
+    push_tag(registry, &tag).await;
+    let old = format!("{registry}/kruise-rs/busybox:1");
+    let new = format!("{registry}/kruise-rs/busybox:{tag}");
+    workload.wait_webhook(ns, &workload.yaml(&old, 4)).await;
+    ns.apply(&workload.yaml(&old, 4)).await.unwrap();
     let pods = || async {
         kruise_e2e::pods_with(ns, "app=web")
             .await
@@ -567,7 +781,7 @@ spec:
     .await;
     assert_eq!(cri.find_image(&new).await.unwrap(), None, "not pulled yet");
     // The new image with partition 4: no Pod is updated, the image is pre-downloaded.
-    ns.apply(&cloneset(&new, 4)).await.unwrap();
+    ns.apply(&workload.yaml(&new, 4)).await.unwrap();
     let job = wait_for(
         "the pre-download ImagePullJob succeeded",
         2 * MINUTE,
@@ -589,14 +803,21 @@ spec:
         },
     )
     .await;
-    assert_eq!(job.owner_references()[0].kind, "CloneSet");
+    assert_eq!(job.owner_references()[0].kind, workload.kind());
+    assert_eq!(job.owner_references()[0].name, "web");
     assert!(job.spec.template.pod_selector.is_some());
     assert!(
         cri.find_image(&new).await.unwrap().is_some(),
         "pre-downloaded into containerd"
     );
+    // No Pod was touched by the pre-download.
+    for pod in kruise_e2e::pods_with(ns, "app=web").await {
+        let status = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        let main = status.and_then(|c| c.first()).expect("a container status");
+        assert_eq!((main.image.as_str(), main.restart_count), (old.as_str(), 0));
+    }
     // The in-place update then finds the image on the node.
-    ns.apply(&cloneset(&new, 0)).await.unwrap();
+    ns.apply(&workload.yaml(&new, 0)).await.unwrap();
     wait_for("web's Pods updated in place", 2 * MINUTE, || async {
         let pods = kruise_e2e::pods_with(ns, "app=web").await;
         let updated = pods
@@ -616,14 +837,25 @@ spec:
         }
     })
     .await;
-    let pod = kruise_e2e::pods_with(ns, "app=web").await.remove(0);
-    let events = events_in(ns, &pod.name_any()).await;
-    assert!(
-        events.iter().any(|e| e.reason == "Pulled"
-            && e.note.contains(&new)
-            && e.note.contains("already present on machine")),
-        "{events:?}"
-    );
+    for pod in kruise_e2e::pods_with(ns, "app=web").await {
+        let events = events_in(ns, &pod.name_any()).await;
+        assert!(
+            events.iter().any(|e| e.reason == "Pulled"
+                && e.note.contains(&new)
+                && e.note.contains("already present on machine")),
+            "{}: {events:?}",
+            pod.name_any()
+        );
+    }
+    // Gone before the next workload named web.
+    workload.delete(ns).await;
+    wait_for("web's Pods gone", 2 * MINUTE, || async {
+        match kruise_e2e::pods_with(ns, "app=web").await.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} Pods left")),
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,8 +10,9 @@
 //!   InPlaceUpdateReady back to True);
 //! - after `make deploy-local` (the controllers from their images, 2 Pods each on the real
 //!   node): the CloneSet controller's leader Pod is killed mid-rollout, the other replica
-//!   takes the Lease and finishes, no Pod is created twice or lost. Without the deployment
-//!   this one says so and passes; the in-place test above then uses the deployed
+//!   takes the Lease and finishes, no Pod is created twice or lost. `make test` deploys
+//!   the controller for it (KRUISE_E2E_DEPLOYED=1: its absence is a failure); elsewhere,
+//!   without the deployment, this one says so and passes; the in-place test above then uses the deployed
 //!   controller instead of one in the test process (two controllers must not share a
 //!   CloneSet; for the same reason the kwok suite, `make e2e`, must not run on a cluster
 //!   with deploy-local's controllers).
@@ -515,6 +516,25 @@ pub(crate) async fn deployed_controller_pods(deployment: &str) -> Vec<Pod> {
     }
 }
 
+/// The Pods of a deploy-local Deployment, or `None` after saying why when it is not
+/// deployed; a failure instead under KRUISE_E2E_DEPLOYED=1 (`make test` sets it after
+/// deploying the controller from its image).
+pub(crate) async fn deployed(deployment: &str) -> Option<Vec<Pod>> {
+    let pods = deployed_controller_pods(deployment).await;
+    if pods.is_empty() {
+        let why = format!(
+            "no {deployment} deployed in {SYSTEM_NS} (make deploy-local deploys the \
+             controllers from their images onto {NODE})"
+        );
+        if std::env::var("KRUISE_E2E_DEPLOYED").is_ok_and(|v| v == "1") {
+            panic!("{why}");
+        }
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(pods)
+}
+
 /// The Lease whose holder is one of `pods` (holder identity `<pod>_<pid>`): (lease, holder Pod).
 async fn held_lease(pods: &[String]) -> Result<(String, String), String> {
     let leases: Api<Lease> = Api::namespaced(kruise_e2e::client().await, SYSTEM_NS);
@@ -540,12 +560,7 @@ async fn deployed_cloneset_controller_finishes_a_rollout_after_its_leader_is_kil
     let Some(node) = real_node().await else {
         return;
     };
-    let replicas = deployed_controller_pods("cloneset-controller").await;
-    if replicas.is_empty() {
-        eprintln!(
-            "skipped: no cloneset-controller deployed in {SYSTEM_NS} (make deploy-local deploys \
-             the controllers from their images onto {NODE})"
-        );
+    if deployed("cloneset-controller").await.is_none() {
         return;
     }
     // Both replicas Ready on the real node, from the local registry's image.
@@ -701,4 +716,62 @@ spec:
     assert!(most_active <= 8, "{most_active} Pods at once");
     let seen = seen.into_inner().unwrap();
     assert_eq!(seen.len(), 16, "Pods seen: {seen:?}");
+
+    // Prometheus finds the replicas by their annotations (kubernetes_sd, role pod: the
+    // scrape config README "Deploy to a cluster" gives) and scrapes them on their Pod IPs:
+    // both up, and the new leader's Pod creations of the rollout counted.
+    let scratch = crate::deploy::Scratch::new(&ns.name);
+    let prometheus = crate::deploy::Prometheus::start_with(
+        &scratch.0,
+        kubernetes_sd_scrape_config(&kruise_e2e::kubeconfig_path()),
+    )
+    .await;
+    for pod in &now {
+        wait_for(&format!("{pod} scraped: up == 1"), MINUTE, || async {
+            let up = prometheus
+                .query(&format!("up{{job=\"kruise-pods\",pod=\"{pod}\"}}"))
+                .await?;
+            match up.as_slice() {
+                [(_, v)] if *v == 1.0 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+    }
+    wait_for("the new leader's Pod creations scraped", MINUTE, || async {
+        let created = prometheus
+            .query(&format!(
+                "sum(kruise_api_requests_total{{job=\"kruise-pods\",pod=\"{holder}\",verb=\"create\",resource=\"pods\"}})"
+            ))
+            .await?;
+        match created.as_slice() {
+            [(_, v)] if *v >= 1.0 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// Prometheus's Pod discovery through the apiserver (`kubeconfig`), keeping the Pods of
+/// kruise-system annotated `prometheus.io/scrape: "true"`, scraped on their Pod IP at the
+/// annotated port and path, with a `pod` label.
+fn kubernetes_sd_scrape_config(kubeconfig: &std::path::Path) -> serde_json::Value {
+    json!([{
+        "job_name": "kruise-pods",
+        "kubernetes_sd_configs": [{
+            "role": "pod",
+            "kubeconfig_file": kubeconfig.display().to_string(),
+            "namespaces": {"names": [SYSTEM_NS]},
+        }],
+        "relabel_configs": [
+            {"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
+             "action": "keep", "regex": "true"},
+            {"source_labels": ["__meta_kubernetes_pod_ip",
+                               "__meta_kubernetes_pod_annotation_prometheus_io_port"],
+             "regex": "(.+);(.+)", "target_label": "__address__", "replacement": "$1:$2"},
+            {"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
+             "regex": "(.+)", "target_label": "__metrics_path__"},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        ],
+    }])
 }
