@@ -103,7 +103,12 @@ up() {
   # KRUISE_FEATURE_GATES come after and win (ResourceDistributionGate=false turns it off).
   local gates=ResourceDistributionGate=true${KRUISE_FEATURE_GATES:+,$KRUISE_FEATURE_GATES}
   while read -r c admin webhook; do
+    # A serving certificate cluster.sh issued from the cluster CA (imagepulljob-ctl's: the
+    # apiserver's authorization webhook trusts that CA); else a generated one.
+    local cert_dir=$state/pki/webhook-$c
+    [ -f "$cert_dir/tls.crt" ] || cert_dir=
     KUBECONFIG=$kubeconfig \
+      KRUISE_WEBHOOK_CERT_DIR=$cert_dir \
       KRUISE_ADMIN_ADDR=127.0.0.1:$admin \
       KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
       KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \
