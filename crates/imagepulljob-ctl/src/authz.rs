@@ -483,7 +483,7 @@ mod tests {
             }
             let verdict = decide(AGENT, &r.by(AGENT, Some(&node)), pod_node);
             let pinned = requirements.iter().any(|(k, op, values, label)| {
-                *k == key && *op == "In" && values == &[node.clone()] && *label == as_label
+                *k == key && *op == "In" && values.as_slice() == std::slice::from_ref(&node) && *label == as_label
             });
             prop_assert_eq!(matches!(verdict, Verdict::Allow(_)), pinned);
             prop_assert!(!matches!(verdict, Verdict::NoOpinion));
