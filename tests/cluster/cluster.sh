@@ -13,6 +13,12 @@
 # cluster (make bench-compare does). KRUISE_APISERVER_ARGS: extra kube-apiserver flags
 # (space-separated), e.g. an audit policy.
 #
+# Authorization: Node, RBAC, then the node agent's authorizer (write_authz_config): the
+# reads of the agent's ServiceAccount that RBAC does not grant (its NodeImage, its node's
+# ContainerRecreateRequests and Pods) go to imagepulljob-ctl's webhook port (as
+# controllers.sh numbers it), served with a certificate of this cluster's CA
+# (pki/webhook-imagepulljob-ctl/, which controllers.sh hands to that controller).
+#
 # KRUISE_REAL_NODE=1 (opt-in, `make up-real`) adds the real node real-0 (node.sh: kubelet,
 # containerd, a local registry; root and tests/deps.sh --real-node needed) and starts the
 # apiserver with what it needs for it: a client certificate at the kubelet, and webhook
@@ -118,6 +124,90 @@ EOF
   )
 }
 
+# A serving certificate of the cluster CA for imagepulljob-ctl's webhook server on
+# 127.0.0.1 (tls.crt, tls.key, ca.crt: KRUISE_WEBHOOK_CERT_DIR's layout). The apiserver's
+# authorization webhook kubeconfig trusts the cluster CA, so it verifies this certificate
+# whether the host process or an e2e test serves it; and, being a file, it stays valid
+# across the controller's restarts (a generated CA would change with each).
+make_webhook_cert() { # binary
+  local dir=$pki/webhook-$1
+  [ -f "$dir/tls.crt" ] && return 0
+  mkdir -p "$dir"
+  (
+    cd "$dir"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >serving.ext
+    openssl req -newkey rsa:2048 -nodes -keyout tls.key -out tls.csr -subj "/CN=$1" 2>/dev/null
+    openssl x509 -req -in tls.csr -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+      -CAserial ca.srl -out tls.crt -days 3650 -extfile serving.ext 2>/dev/null
+    cp "$pki/ca.crt" ca.crt
+    rm -f tls.csr serving.ext ca.srl
+  )
+}
+
+# The node agent's ServiceAccount, whose reads its authorizer judges (imagepulljob-ctl's
+# src/authz.rs; README "Node-scoped reads" has this configuration for a real cluster).
+agent_user=system:serviceaccount:kruise-daemon-config:daemon-agent
+
+# --authorization-config: Node and RBAC as --authorization-mode Node,RBAC had them, then
+# the agent's authorizer, asked only about the agent's reads of its three kinds (the
+# matchConditions) and refusing them when it cannot be reached (failurePolicy Deny):
+# every other request is decided as before, whether imagepulljob-ctl runs or not.
+write_authz_config() {
+  local port url dir=$state/authz
+  port=$(KRUISE_CONTROLLERS= "$here/controllers.sh" list | awk '$1 == "imagepulljob-ctl" {print $3}')
+  url=https://127.0.0.1:$port/authorize-daemon-agent
+  mkdir -p "$dir"
+  cat >"$dir/daemon-agent-webhook.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: imagepulljob-ctl
+  cluster:
+    server: $url
+    certificate-authority: $pki/ca.crt
+users:
+- name: kube-apiserver
+contexts:
+- name: default
+  context:
+    cluster: imagepulljob-ctl
+    user: kube-apiserver
+current-context: default
+EOF
+  cat >"$dir/authorization-config.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AuthorizationConfiguration
+authorizers:
+- type: Node
+  name: node
+- type: RBAC
+  name: rbac
+- type: Webhook
+  name: kruise-daemon-agent
+  webhook:
+    timeout: 3s
+    # Short: a Pod get is allowed for the Pod's node at the time, and a Pod's name may
+    # come back on another node (a StatefulSet's).
+    authorizedTTL: 10s
+    unauthorizedTTL: 10s
+    subjectAccessReviewVersion: v1
+    matchConditionSubjectAccessReviewVersion: v1
+    failurePolicy: Deny
+    connectionInfo:
+      type: KubeConfigFile
+      kubeConfigFile: $dir/daemon-agent-webhook.kubeconfig
+    matchConditions:
+    - expression: request.user == '$agent_user'
+    - expression: has(request.resourceAttributes)
+    - expression: request.resourceAttributes.verb in ['get', 'list', 'watch']
+    - expression: >-
+        (request.resourceAttributes.group == 'apps.kruise.io' &&
+         request.resourceAttributes.resource in ['nodeimages', 'containerrecreaterequests']) ||
+        (request.resourceAttributes.group == '' && request.resourceAttributes.resource == 'pods')
+    - expression: "!has(request.resourceAttributes.subresource) || request.resourceAttributes.subresource == ''"
+EOF
+}
+
 write_kubeconfig() {
   cat >"$kubeconfig.tmp" <<EOF
 apiVersion: v1
@@ -166,7 +256,9 @@ up() {
   fi
   stop
   make_pki
+  make_webhook_cert imagepulljob-ctl
   write_kubeconfig
+  write_authz_config
   local apiserver_real_node=()
   if [ "$real_node" = 1 ]; then
     "$here/node.sh" pki
@@ -194,7 +286,7 @@ up() {
     --client-ca-file "$pki/ca.crt" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --authorization-mode Node,RBAC --service-cluster-ip-range 10.0.0.0/24 \
+    --authorization-config "$state/authz/authorization-config.yaml" --service-cluster-ip-range 10.0.0.0/24 \
     --allow-privileged=true --enable-priority-and-fairness=false \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --event-ttl 30m --profiling=false --v=1 ${apiserver_real_node[@]+"${apiserver_real_node[@]}"} \

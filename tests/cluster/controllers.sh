@@ -7,8 +7,10 @@
 #   controllers.sh list    print "<binary> <admin-port> <webhook-port>" per controller
 #
 # Logs: .local/logs/<binary>.log; pids: .local/run/<binary>.pid. Admin ports start at
-# 18080, webhook ports at 19443, one each per controller in the order of CONTROLLERS
-# (KRUISE_CTL_ADMIN_PORT / KRUISE_CTL_WEBHOOK_PORT move the bases, for a second cluster).
+# 18080, webhook ports at 19443, one each per controller in the order of controllers.txt,
+# also when KRUISE_CONTROLLERS runs a few of them (the apiserver's authorization config
+# names imagepulljob-ctl's webhook port; KRUISE_CTL_ADMIN_PORT / KRUISE_CTL_WEBHOOK_PORT
+# move the bases, for a second cluster).
 #
 # KRUISE_FEATURE_GATES (OpenKruise's gate names, `Name=true,Other=false`) is handed to
 # every controller: `make up KRUISE_FEATURE_GATES=CloneSetShortHash=true`. `make
@@ -24,15 +26,19 @@ kubeconfig=$state/kubeconfig
 profile_dir=${CARGO_TARGET_DIR:-$root/target}/debug
 
 # Every controller binary the workspace builds. A new controller is added here.
-read -r -a CONTROLLERS <<<"${KRUISE_CONTROLLERS:-$(grep -v '^#' "$here/controllers.txt" | tr '\n' ' ')}"
+read -r -a ALL_CONTROLLERS <<<"$(grep -v '^#' "$here/controllers.txt" | tr '\n' ' ')"
+read -r -a CONTROLLERS <<<"${KRUISE_CONTROLLERS:-${ALL_CONTROLLERS[*]}}"
 
 log() { echo "controllers: $*" >&2; }
 
 list() {
-  local i=0
+  local c i j extra=${#ALL_CONTROLLERS[@]}
   for c in "${CONTROLLERS[@]}"; do
+    i=
+    for j in "${!ALL_CONTROLLERS[@]}"; do [ "${ALL_CONTROLLERS[$j]}" = "$c" ] && i=$j; done
+    # One not in controllers.txt: after those.
+    [ -n "$i" ] || { i=$extra; extra=$((extra + 1)); }
     echo "$c $((${KRUISE_CTL_ADMIN_PORT:-18080} + i)) $((${KRUISE_CTL_WEBHOOK_PORT:-19443} + i))"
-    i=$((i + 1))
   done
 }
 
@@ -103,7 +109,12 @@ up() {
   # KRUISE_FEATURE_GATES come after and win (ResourceDistributionGate=false turns it off).
   local gates=ResourceDistributionGate=true${KRUISE_FEATURE_GATES:+,$KRUISE_FEATURE_GATES}
   while read -r c admin webhook; do
+    # A serving certificate cluster.sh issued from the cluster CA (imagepulljob-ctl's: the
+    # apiserver's authorization webhook trusts that CA); else a generated one.
+    local cert_dir=$state/pki/webhook-$c
+    [ -f "$cert_dir/tls.crt" ] || cert_dir=
     KUBECONFIG=$kubeconfig \
+      KRUISE_WEBHOOK_CERT_DIR=$cert_dir \
       KRUISE_ADMIN_ADDR=127.0.0.1:$admin \
       KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
       KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \

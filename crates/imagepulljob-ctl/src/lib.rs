@@ -4,6 +4,7 @@
 //! ImageListPullJob as one owned ImagePullJob per image. The pulls themselves are the
 //! node agent's (`daemon-agent`). Everything decided is in [`plan`] (pure).
 
+pub mod authz;
 pub mod error;
 pub mod plan;
 pub mod reconcile;
@@ -206,8 +207,12 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             sweeper.abort();
         }
     };
+    // The node agent's reads are judged beside the admission routes: the apiserver's
+    // authorization config points here (authz.rs), and the Pod cache answers Pod gets.
+    let mut routes = webhook::routes();
+    routes.push(authz::route(&ctx.config_namespace, ctx.pods.clone()));
     runtime
-        .serve_with_webhooks(webhook::routes(), webhook::configurations, controllers)
+        .serve_with_webhooks(routes, webhook::configurations, controllers)
         .await?;
     Ok(())
 }

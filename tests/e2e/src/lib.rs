@@ -328,7 +328,13 @@ impl RunningController {
         F: FnOnce(kruise_runtime::Runtime) -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
     {
-        let settings = kruise_runtime::Settings {
+        Self::start_with(identity, Self::settings(namespace, gates), run).await
+    }
+
+    /// The settings [`RunningController::start`] runs with: `namespace` only, leader
+    /// election off, admin and webhook servers on ephemeral ports.
+    pub fn settings(namespace: &str, gates: &str) -> kruise_runtime::Settings {
+        kruise_runtime::Settings {
             admin_addr: ([127, 0, 0, 1], 0).into(),
             webhook_addr: ([127, 0, 0, 1], 0).into(),
             // Port 0 in the URL: the webhook server substitutes the port it bound.
@@ -337,7 +343,20 @@ impl RunningController {
             watch_namespace: Some(namespace.to_string()),
             feature_gates: gates.to_string(),
             ..Default::default()
-        };
+        }
+    }
+
+    /// [`RunningController::start`] with other settings (a fixed webhook port, a
+    /// certificate directory).
+    pub async fn start_with<F, Fut>(
+        identity: impl Into<kruise_runtime::Identity>,
+        settings: kruise_runtime::Settings,
+        run: F,
+    ) -> Self
+    where
+        F: FnOnce(kruise_runtime::Runtime) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
         let runtime = kruise_runtime::Runtime::new(identity, settings, kube_config().await)
             .await
             .expect("runtime");

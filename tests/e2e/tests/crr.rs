@@ -3,7 +3,8 @@
 //!
 //! - on the kwok nodes (no runtime): every admission rule of the spec with its message, the
 //!   stamping (labels, defaults, status context), the immutability on update, the
-//!   `KruiseDaemon` gate, and the manager finishing a request past its deadline, one whose
+//!   `KruiseDaemon` gate, the node agent's status writes limited to its own node's
+//!   requests (own-crr-policy.yaml, with a token bound to an agent Pod), and the manager finishing a request past its deadline, one whose
 //!   Pod has gone (then deleting it after its TTL) and one no agent answered for a minute;
 //! - on the real node `real-0` (module `realnode`, opt-in like realnode.rs): the seeds'
 //!   request recreates one container of a two-container Pod (preStop exec ran, the Pod
@@ -99,9 +100,16 @@ async fn wait_deleted(ns: &TestNamespace, name: &str, timeout: Duration) {
     .await;
 }
 
-/// A Pod on a shared kwok node, Running, with `containers` (kwok gives them no
-/// containerID: the test writes one into the status, as a runtime would).
-async fn kwok_pod(ns: &TestNamespace, name: &str, containers: &[&str], with_ids: bool) -> Pod {
+/// A Pod on a shared kwok node (`node`, or the scheduler's pick), Running, with
+/// `containers` (kwok gives them no containerID: the test writes one into the status, as
+/// a runtime would).
+async fn kwok_pod(
+    ns: &TestNamespace,
+    name: &str,
+    containers: &[&str],
+    with_ids: bool,
+    node: Option<&str>,
+) -> Pod {
     let list: Vec<serde_json::Value> = containers
         .iter()
         .map(|c| {
@@ -109,13 +117,21 @@ async fn kwok_pod(ns: &TestNamespace, name: &str, containers: &[&str], with_ids:
                    "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo bye"]}}}})
         })
         .collect();
-    let pod: Pod = serde_json::from_value(json!({
+    let placement = match node {
+        Some(node) => json!({"nodeName": node}),
+        None => json!({"nodeSelector": {"type": "kwok"}}),
+    };
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name},
-        "spec": {"nodeSelector": {"type": "kwok"}, "tolerations": [{"operator": "Exists"}],
+        "spec": {"tolerations": [{"operator": "Exists"}],
                  "terminationGracePeriodSeconds": 7, "containers": list}
-    }))
-    .unwrap();
+    });
+    pod["spec"]
+        .as_object_mut()
+        .unwrap()
+        .extend(placement.as_object().unwrap().clone());
+    let pod: Pod = serde_json::from_value(pod).unwrap();
     let pods: Api<Pod> = ns.api();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let running = wait_for(&format!("{name} Running"), MINUTE, || async {
@@ -221,7 +237,7 @@ async fn crr_admission_checks_and_stamps_requests() {
     );
 
     // A running Pod whose containers have no ID yet, then a container it does not have.
-    kwok_pod(&ns, "no-ids", &["app"], false).await;
+    kwok_pod(&ns, "no-ids", &["app"], false, None).await;
     let err = ns
         .apply(&crr_yaml("no-ids", "no-ids", &["app"], ""))
         .await
@@ -240,7 +256,7 @@ async fn crr_admission_checks_and_stamps_requests() {
     );
 
     // N2, the minimal request: stamped from its Pod.
-    let pod = kwok_pod(&ns, "pod-name", &["app", "sidecar"], true).await;
+    let pod = kwok_pod(&ns, "pod-name", &["app", "sidecar"], true, None).await;
     ns.apply(&crr_yaml("xxx", "pod-name", &["app"], ""))
         .await
         .unwrap();
@@ -311,11 +327,59 @@ async fn crr_admission_checks_and_stamps_requests() {
     );
 }
 
+/// The node agent's ServiceAccount writes the status of its own node's requests only: its
+/// token, bound to its Pod, names the node, and own-crr-policy.yaml (shipped with the
+/// DaemonSet) compares it with the node label crr-ctl stamped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crr_agent_writes_only_its_own_nodes_requests() {
+    use crate::agentauthz::{AgentPod, apply_agent_identity, other_kwok_node};
+    let ns = TestNamespace::new("crr-agent-writes").await;
+    apply_agent_identity().await;
+    let _ctl = start_manager(&ns, "").await;
+    let agent = AgentPod::create(&ns, None).await;
+    let other = other_kwok_node(&ns.client, &agent.node).await;
+    for (name, node) in [("mine", &agent.node), ("theirs", &other)] {
+        kwok_pod(&ns, name, &["app"], true, Some(node.as_str())).await;
+        ns.apply(&crr_yaml(name, name, &["app"], "")).await.unwrap();
+        let crr = get_crr(&ns, name).await;
+        assert_eq!(crr.labels().get(keys::CRR_NODE_NAME), Some(node));
+    }
+    let write = |client: kube::Client, name: &'static str| {
+        let ns = ns.name.clone();
+        async move {
+            Api::<ContainerRecreateRequest>::namespaced(client, &ns)
+                .patch_status(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"message": "written by the agent"}})),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let denial = "may only write the status of its own node's ContainerRecreateRequests";
+    let bound = agent.client(true).await;
+    // The policy takes a moment to be loaded by the apiserver.
+    wait_for("the other node's request denied", MINUTE, || async {
+        match write(bound.clone(), "theirs").await {
+            Err(e) if e.contains(denial) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    write(bound, "mine").await.expect("its own node's request");
+    let unbound = agent.client(false).await;
+    let err = write(unbound, "mine").await.unwrap_err();
+    assert!(err.contains(denial), "{err}");
+    agent.delete().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl() {
     let ns = TestNamespace::new("crr-gone").await;
     let _ctl = start_manager(&ns, "").await;
-    kwok_pod(&ns, "pod-name", &["app"], true).await;
+    kwok_pod(&ns, "pod-name", &["app"], true, None).await;
     ns.apply(&crr_yaml(
         "gone",
         "pod-name",
@@ -388,7 +452,7 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
 async fn crr_unanswered_for_a_minute_is_completed() {
     let ns = TestNamespace::new("crr-silent").await;
     let _ctl = start_manager(&ns, "").await;
-    kwok_pod(&ns, "pod-name", &["app"], true).await;
+    kwok_pod(&ns, "pod-name", &["app"], true, None).await;
     let created = std::time::Instant::now();
     ns.apply(&crr_yaml("silent", "pod-name", &["app"], ""))
         .await

@@ -325,6 +325,63 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
         assert_eq!(service["spec"]["publishNotReadyAddresses"], true);
     }
 
+    // The agent's cluster-wide reads (for an apiserver without its authorizer) are a
+    // component's: the overlay grants the agent no reads of its three kinds.
+    let agent_sa = |b: &&Value| {
+        b["subjects"].as_array().is_some_and(|subjects| {
+            subjects
+                .iter()
+                .any(|s| s["name"] == "daemon-agent" && s["namespace"] == "kruise-daemon-config")
+        })
+    };
+    let roles_of_agent = |docs: &[Value]| -> Vec<String> {
+        of_kind(docs, "ClusterRoleBinding")
+            .into_iter()
+            .filter(agent_sa)
+            .map(|b| b["roleRef"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let reads = |docs: &[Value], role: &str| -> Vec<(String, String)> {
+        let mut reads: Vec<(String, String)> = Vec::new();
+        for rule in one(docs, "ClusterRole", role)["rules"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                for verb in rule["verbs"].as_array().unwrap() {
+                    let verb = verb.as_str().unwrap();
+                    let resource = resource.as_str().unwrap();
+                    if ["get", "list", "watch"].contains(&verb)
+                        && ["nodeimages", "containerrecreaterequests", "pods"].contains(&resource)
+                    {
+                        reads.push((verb.to_string(), resource.to_string()));
+                    }
+                }
+            }
+        }
+        reads.sort();
+        reads
+    };
+    let all = render("overlays/all");
+    for role in roles_of_agent(&all) {
+        let granted = reads(&all, &role);
+        assert!(granted.is_empty(), "ClusterRole {role} grants {granted:?}");
+    }
+    let with_reads = render_with("overlays/all", "components/daemon-agent-cluster-reads");
+    let granted: Vec<(String, String)> = roles_of_agent(&with_reads)
+        .iter()
+        .flat_map(|role| reads(&with_reads, role))
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("get", "pods"),
+        ("list", "containerrecreaterequests"),
+        ("list", "nodeimages"),
+        ("list", "pods"),
+        ("watch", "containerrecreaterequests"),
+        ("watch", "nodeimages"),
+        ("watch", "pods"),
+    ]
+    .map(|(v, r)| (v.to_string(), r.to_string()))
+    .to_vec();
+    assert_eq!(granted, expected);
+
     // The pre-download components turn the gate on and grant ImagePullJobs.
     for kind in ["cloneset", "statefulset"] {
         let docs = render_with(
@@ -1518,9 +1575,13 @@ const CRR_CHECKS: &str = "
 ";
 
 const DAEMON_AGENT_CHECKS: &str = "
-    # Its NodeImage (list/watch with a field selector on its name) and that one's status.
-    yes watch  nodeimages.apps.kruise.io                               *
-    yes list   nodeimages.apps.kruise.io                               *
+    # No reads of NodeImages, requests or Pods without a node: RBAC grants none (the
+    # apiserver's agent authorizer allows its own node's, for a token bound to its Pod:
+    # agentauthz.rs; kustomize/components/daemon-agent-cluster-reads grants them all).
+    no  watch  nodeimages.apps.kruise.io                               *
+    no  list   nodeimages.apps.kruise.io                               *
+    no  get    nodeimages.apps.kruise.io                               *
+    # Its NodeImage's status (own-nodeimage-policy.yaml narrows it to its node).
     yes patch  nodeimages.apps.kruise.io#status                        *
     yes create events.events.k8s.io                                    default
     yes patch  events.events.k8s.io                                    default
@@ -1538,19 +1599,18 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  delete nodeimages.apps.kruise.io                               *
     no  patch  imagepulljobs.apps.kruise.io                            default
     no  list   imagepulljobs.apps.kruise.io                            default
-    # Its node's ContainerRecreateRequests (label selector) and their status only.
-    yes watch  containerrecreaterequests.apps.kruise.io                *
-    yes list   containerrecreaterequests.apps.kruise.io                *
+    # Its node's ContainerRecreateRequests' status only (own-crr-policy.yaml).
+    no  watch  containerrecreaterequests.apps.kruise.io                *
+    no  list   containerrecreaterequests.apps.kruise.io                *
     yes patch  containerrecreaterequests.apps.kruise.io#status         default
     no  patch  containerrecreaterequests.apps.kruise.io                default
     no  delete containerrecreaterequests.apps.kruise.io                default
     no  create containerrecreaterequests.apps.kruise.io                default
-    # Pods: a request's Pod one by one (its IP for an httpGet preStop hook); its node's
-    # Pods for env from metadata (list/watch, field selector on the node) and their
-    # runtime-containers-meta annotation through pods/status; never their spec.
-    yes get    pods                                                    default
-    yes list   pods                                                    *
-    yes watch  pods                                                    *
+    # Pods: read through the authorizer only; their runtime-containers-meta annotation
+    # through pods/status; never their spec.
+    no  get    pods                                                    default
+    no  list   pods                                                    *
+    no  watch  pods                                                    *
     yes patch  pods#status                                             default
     no  patch  pods                                                    default
     no  update pods                                                    default

@@ -3,6 +3,7 @@
 // A test harness: a failed expectation is a failed test, and a panic says so best.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agentauthz;
 mod bench;
 mod broadcastjob;
 mod cloneset;

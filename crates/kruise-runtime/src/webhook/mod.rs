@@ -32,6 +32,11 @@
 //!   objectSelector and matchConditions are the controller's to set, so the apiserver skips
 //!   the call for objects that cannot match.
 //! - **Handlers** never take the process down and always answer: see [`OnFailure`].
+//!   Besides admission routes a server serves CRD conversions ([`Route::conversion`]) and
+//!   authorization webhooks ([`Route::authorization`]: a `SubjectAccessReview` decided
+//!   by a function, for an apiserver whose `--authorization-config` points here; that
+//!   apiserver trusts the CA of a kubeconfig file, so serve such a route from
+//!   `KRUISE_WEBHOOK_CERT_DIR` files, not a generated CA).
 //! - **Metrics**: `kruise_webhook_request_duration_seconds{webhook,operation,decision}`
 //!   (decision = allowed, denied, patched, error) and
 //!   `kruise_webhook_errors_total{webhook,kind}` (kind = malformed, too_large, body,
@@ -42,6 +47,7 @@
 //!   gets 408.
 //! - **Readiness**: the check "webhook tls" is pending until the TLS listener serves.
 
+pub mod authorization;
 mod certs;
 pub mod config;
 pub mod conversion;
@@ -147,6 +153,9 @@ pub struct Route {
     pub on_failure: OnFailure,
     /// Set for a CRD conversion route ([`Route::conversion`]): `handler` is then unused.
     pub conversion: Option<conversion::ConversionRoute>,
+    /// Set for an authorization webhook route ([`Route::authorization`]): `handler` is
+    /// then unused.
+    pub authorization: Option<authorization::Authorizer>,
 }
 
 impl Route {
@@ -158,6 +167,7 @@ impl Route {
             handler,
             on_failure: OnFailure::Deny,
             conversion: None,
+            authorization: None,
         }
     }
 
@@ -179,6 +189,28 @@ impl Route {
             handler: unused,
             on_failure: OnFailure::Deny,
             conversion: Some(conversion::ConversionRoute { crd, convert }),
+            authorization: None,
+        }
+    }
+
+    /// An authorization webhook route: each `SubjectAccessReview` answered by
+    /// `authorize` (see [`authorization`]). The apiserver is pointed at it by its
+    /// `--authorization-config`, not through the API.
+    pub fn authorization(
+        path: &'static str,
+        name: &'static str,
+        authorize: authorization::Authorizer,
+    ) -> Self {
+        let unused: Handler = Arc::new(|_| {
+            async { Err(HandlerError::Internal("an authorization route".into())) }.boxed()
+        });
+        Route {
+            path,
+            name,
+            handler: unused,
+            on_failure: OnFailure::Deny,
+            conversion: None,
+            authorization: Some(authorize),
         }
     }
 
@@ -683,6 +715,25 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
                 route.path,
                 post(move |body: Result<Bytes, BytesRejection>| {
                     conversion::handle(ctx.clone(), body)
+                })
+                .layer(axum::middleware::from_fn_with_state(
+                    deadline,
+                    within_deadline,
+                )),
+            );
+            continue;
+        }
+        if let Some(authorize) = route.authorization {
+            let ctx = Arc::new(authorization::AuthorizationCtx {
+                name: route.name,
+                authorize,
+                metrics: metrics.clone(),
+            });
+            let deadline = Deadline::new(route.name, options.request_timeout, metrics);
+            app = app.route(
+                route.path,
+                post(move |body: Result<Bytes, BytesRejection>| {
+                    authorization::handle(ctx.clone(), body)
                 })
                 .layer(axum::middleware::from_fn_with_state(
                     deadline,
