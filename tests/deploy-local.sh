@@ -49,13 +49,16 @@ dir=$state/deploy-local
 
 if [ "${1:-}" = delete ]; then
   # The running parts only: the controllers' Deployments, the agent's DaemonSet and their
-  # disruption budgets (and so their Pods). CRDs, namespaces, RBAC and Services stay: the
-  # CRDs hold the cluster's objects.
+  # disruption budgets (and so their Pods). CRDs, namespaces, RBAC (but the agent's
+  # cluster-wide reads) and Services stay: the CRDs hold the cluster's objects.
   log "deleting the deployed controllers and agent"
   kubectl delete deployments,daemonsets,poddisruptionbudgets --all-namespaces \
     -l app.kubernetes.io/part-of=kruise-rs --ignore-not-found --wait=true >&2
   kubectl wait pods --all-namespaces -l app.kubernetes.io/part-of=kruise-rs \
     --for=delete --timeout=120s >/dev/null 2>&1 || true
+  # And the agent's cluster-wide reads, back to the authorizer's node-scoped ones.
+  kubectl delete clusterrolebinding,clusterrole kruise-daemon-agent-cluster-reads \
+    --ignore-not-found >&2
   exit 0
 fi
 
@@ -75,7 +78,14 @@ rel=$(realpath --relative-to="$dir" "$root/kustomize")
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
   echo "resources: [$rel/overlays/$overlay]"
-  echo "components: [$rel/components/real-node]"
+  # The agent's reads: the local apiserver sends them to an authorizer on the host
+  # (imagepulljob-ctl of `make up`, README "Node-scoped reads for the node agent"), which a
+  # deployment in Pods does not serve; so RBAC grants them, as on an apiserver without it.
+  if [[ " ${bins[*]} " == *" daemon-agent "* ]]; then
+    echo "components: [$rel/components/real-node, $rel/components/daemon-agent-cluster-reads]"
+  else
+    echo "components: [$rel/components/real-node]"
+  fi
   echo "images:"
   for b in "${bins[@]}"; do
     echo "- {name: kruise-rs/$b, newName: $KRUISE_REGISTRY/kruise-rs/$b, newTag: \"$tag\"}"
