@@ -256,7 +256,7 @@ mod tests {
         pod
     }
 
-    fn kept<'a>(w: &'a [Observed]) -> BTreeMap<String, &'a Observed> {
+    fn kept(w: &[Observed]) -> BTreeMap<String, &Observed> {
         w.iter()
             .map(|o| (o.subset().unwrap().to_string(), o))
             .collect()
