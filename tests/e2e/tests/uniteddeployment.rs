@@ -121,6 +121,19 @@ fn image_of(pod: &Pod) -> &str {
         .unwrap_or_default()
 }
 
+/// The Pods labelled `selector` that are not being deleted.
+async fn live_pods(pods: &Api<Pod>, selector: &str) -> Result<Vec<Pod>, String> {
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect())
+}
+
 async fn ud_status(
     ns: &TestNamespace,
     name: &str,
@@ -166,15 +179,7 @@ async fn deployment_subsets_over_two_zones_scale_roll_and_remove() {
     let scheduled = |want: usize| {
         let pods = pods.clone();
         async move {
-            let list = pods
-                .list(&ListParams::default().labels("app=sample-ud"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let live: Vec<Pod> = list
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let live = live_pods(&pods, "app=sample-ud").await?;
             let on_nodes = live
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
@@ -584,14 +589,9 @@ spec:
     .await;
     let pods: Api<Pod> = ns.api();
     wait_for("both Pods running in zone-a", TIMEOUT, || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=adaptive-ud"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let running: Vec<_> = list
-            .items
+        let running: Vec<_> = live_pods(&pods, "app=adaptive-ud")
+            .await?
             .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .map(|p| {
                 (
                     p.labels()[keys::UD_SUBSET_NAME].clone(),

@@ -21,16 +21,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// controlled by `workload` (`apiVersion`, `kind`, `name`: a WorkloadSpread must target
 /// it, or the Deployment owning it) comes back placed.
 async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> RunningController {
-    if std::env::var_os("RUST_LOG").is_some() {
-        kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
-    }
-    let ctl = RunningController::start(
-        workloadspread_ctl::IDENTITY,
-        &ns.name,
-        "",
-        workloadspread_ctl::run,
-    )
-    .await;
+    let ctl = start_controller(ns).await;
     let (api_version, kind, name) = workload;
     let probe: Pod = serde_json::from_value(json!({
         "metadata": {"name": "probe-0", "ownerReferences": [{"apiVersion": api_version, "kind": kind,
@@ -43,6 +34,20 @@ async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> Running
     })
     .await;
     ctl
+}
+
+/// workloadspread-ctl scoped to `ns`, without waiting for its Pod webhook.
+async fn start_controller(ns: &TestNamespace) -> RunningController {
+    if std::env::var_os("RUST_LOG").is_some() {
+        kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
+    }
+    RunningController::start(
+        workloadspread_ctl::IDENTITY,
+        &ns.name,
+        "",
+        workloadspread_ctl::run,
+    )
+    .await
 }
 
 /// A WorkloadSpread over `target` (`apiVersion`, `kind`, `name`) with `subsets` (YAML
@@ -574,13 +579,7 @@ async fn invalid_workloadspreads_are_refused_with_the_spec_messages() {
 #[tokio::test]
 async fn allow_listed_custom_workload_is_spread() {
     let ns = TestNamespace::new("ws-custom").await;
-    let ctl = RunningController::start(
-        workloadspread_ctl::IDENTITY,
-        &ns.name,
-        "",
-        workloadspread_ctl::run,
-    )
-    .await;
+    let ctl = start_controller(&ns).await;
     let _ds =
         RunningController::start(daemonset_ctl::IDENTITY, &ns.name, "", daemonset_ctl::run).await;
     let target = ("apps.kruise.io/v1alpha1", "DaemonSet", "custom-ds");
@@ -621,7 +620,7 @@ async fn allow_listed_custom_workload_is_spread() {
         .await
         .expect("an allow-listed kind is admitted");
     // 3 Pods: the DaemonSet on three of the shared kwok nodes.
-    ns.apply(&format!(
+    ns.apply(
         r#"apiVersion: apps.kruise.io/v1alpha1
 kind: DaemonSet
 metadata:
@@ -647,8 +646,8 @@ spec:
       containers:
       - name: main
         image: nginx:alpine
-"#
-    ))
+"#,
+    )
     .await
     .expect("daemonset");
     wait_status(&ns, "ws-custom", |c| {
