@@ -141,6 +141,40 @@ gates=$(conformance_gates)
 log "starting the controllers with KRUISE_FEATURE_GATES=$gates"
 KRUISE_FEATURE_GATES=$gates "$root/tests/cluster/controllers.sh" up
 
+# What upstream's e2e CI sets up before some suites, besides installing kruise:
+# - workloadspread: the TFJob CRD (kubeflow's, installed by tools/hack/run-kruise-e2e-test.sh;
+#   ours in manifests/ only serves the kind) and the custom workload allowlist of
+#   test/kruise-e2e-config.yaml (TFJob, Advanced DaemonSet) in kruise-configuration; and
+#   kind's shape of 3 schedulable workers: "job-like custom workload" expects an Advanced
+#   DaemonSet of 3 ready Pods, so the last kwok node is tainted as kind's control plane
+#   (node-role.kubernetes.io/control-plane:NoSchedule) for the suite and untainted after.
+kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
+control_plane_taint=node-role.kubernetes.io/control-plane:NoSchedule
+tainted_node=
+suite_setup() {
+  case $1 in
+    workloadspread)
+      kc apply -f "$here/manifests/tfjobs-crd.yaml" >/dev/null
+      kc wait --for condition=established --timeout=60s crd/tfjobs.kubeflow.org >/dev/null
+      kc create namespace "${POD_NAMESPACE:-kruise-system}" --dry-run=client -o yaml | kc apply -f - >/dev/null
+      kc -n "${POD_NAMESPACE:-kruise-system}" create configmap kruise-configuration >/dev/null 2>&1 || true
+      kc -n "${POD_NAMESPACE:-kruise-system}" patch configmap kruise-configuration --type merge \
+        -p "$(python3 -c 'import json,sys; print(json.dumps({"data": {"WorkloadSpread_Watch_Custom_Workload_WhiteList": open(sys.argv[1]).read()}}))' \
+          "$here/manifests/workloadspread-allowlist.json")" >/dev/null
+      tainted_node=$(kc get nodes -l type=kwok -o name | sort | tail -n 1); tainted_node=${tainted_node#node/}
+      log "tainting $tainted_node as kind's control plane for the suite (3 schedulable workers)"
+      kc taint nodes "$tainted_node" "$control_plane_taint" --overwrite >/dev/null
+      ;;
+  esac
+}
+suite_teardown() {
+  if [ -n "$tainted_node" ]; then
+    kc taint nodes "$tainted_node" "$control_plane_taint-" >/dev/null 2>&1 || true
+    tainted_node=
+  fi
+}
+trap 'suite_teardown; restore' EXIT
+
 skip_re=$("$report" skip-regex "$here/skips.txt")
 mkdir -p "$out"
 filters=()
@@ -149,6 +183,7 @@ for s in "${suites[@]}"; do
   filters+=("$s=$label")
   rm -f "$out/$s.json" "$out/$s.junit.xml"
   log "suite $s: --ginkgo.label-filter=$label; console output in $out/$s.log"
+  suite_setup "$s"
   start=$SECONDS
   # The binary exits non-zero when a spec fails; the summary below says which.
   (cd "$out" && KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
@@ -159,6 +194,7 @@ for s in "${suites[@]}"; do
     --ginkgo.seed=1 --ginkgo.no-color --ginkgo.silence-skips --ginkgo.timeout=6h \
     --ginkgo.json-report="$out/$s.json") 2>&1 | tee "$out/$s.log" || true
   log "suite $s took $((SECONDS - start))s"
+  suite_teardown
 done
 
 set +e

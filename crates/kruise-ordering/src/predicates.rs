@@ -48,6 +48,24 @@ pub fn is_scheduled(pod: &Pod) -> bool {
     !node_name(pod).is_empty()
 }
 
+/// Since when the scheduler has found no node for `pod`: its `PodScheduled=False`
+/// condition with reason `Unschedulable` (its transition time, or the Pod's creation);
+/// `None` once bound, finished or being deleted. WorkloadSpread and UnitedDeployment move
+/// Pods stuck like this out of their subset (Adaptive).
+pub fn unschedulable_since(pod: &Pod) -> Option<Timestamp> {
+    if is_scheduled(pod) || !is_active(pod) {
+        return None;
+    }
+    let c = condition(pod, "PodScheduled")?;
+    if c.status != "False" || c.reason.as_deref() != Some("Unschedulable") {
+        return None;
+    }
+    c.last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| created_at(pod))
+}
+
 /// `spec.nodeName`, `""` when unscheduled.
 pub fn node_name(pod: &Pod) -> &str {
     pod.spec

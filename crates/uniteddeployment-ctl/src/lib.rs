@@ -78,7 +78,12 @@ fn prune_deployment(d: &mut Deployment) {
 fn prune_pod(p: &mut Pod) {
     prune(p);
     p.metadata.annotations = None;
-    p.spec = None;
+    // The node name stays: an unscheduled Pod makes an Adaptive subset unschedulable.
+    let node_name = p.spec.as_ref().and_then(|s| s.node_name.clone());
+    p.spec = node_name.map(|node_name| k8s_openapi::api::core::v1::PodSpec {
+        node_name: Some(node_name),
+        ..Default::default()
+    });
     if let Some(status) = p.status.as_mut() {
         status.container_statuses = None;
         status.init_container_statuses = None;

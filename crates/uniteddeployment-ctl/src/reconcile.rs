@@ -56,10 +56,22 @@ pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<A
     let revision = revisions.update.name_any();
 
     let observed = ctx.observed_workloads(&uid);
+    let pods = ctx.pods.store().state();
+    let pods: Vec<_> = pods
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|p| {
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            kruise_ordering::selector::matches(&ud.spec.selector, &labels) == Ok(true)
+        })
+        .collect();
     let world = World {
         ud,
         revision: &revision,
         workloads: observed.iter().collect(),
+        pods: pods.clone(),
+        now,
     };
     let decision = plan(&world);
     if let Err(e) = &decision.allocation {
@@ -75,16 +87,6 @@ pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<A
     }
 
     let kept = kept_workloads(&world);
-    let pods = ctx.pods.store().state();
-    let pods: Vec<_> = pods
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .filter(|p| {
-            let labels = p.metadata.labels.clone().unwrap_or_default();
-            kruise_ordering::selector::matches(&ud.spec.selector, &labels) == Ok(true)
-        })
-        .collect();
     let status = compute_status(
         &StatusInput {
             ud,
@@ -103,10 +105,16 @@ pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<A
     }
     let limit = ud.spec.revision_history_limit.unwrap_or(10).max(0) as usize;
     history::truncate_history(&ctx.client, &ns, &revisions, &[], limit).await?;
-    Ok(if failures.is_empty() {
-        Action::await_change()
-    } else {
-        Action::requeue(Duration::from_secs(5))
+    // Adaptive: look again when a pending Pod reaches the critical time or an
+    // unschedulable subset recovers (no event announces either).
+    let adaptive_check = decision.schedulability.next_check.map(|t| {
+        let wait = t.duration_since(jiff::Timestamp::now());
+        Duration::try_from(wait).unwrap_or_default() + Duration::from_millis(100)
+    });
+    Ok(match (failures.is_empty(), adaptive_check) {
+        (false, _) => Action::requeue(Duration::from_secs(5)),
+        (true, Some(wait)) => Action::requeue(wait),
+        (true, None) => Action::await_change(),
     })
 }
 

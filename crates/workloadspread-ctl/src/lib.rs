@@ -1,6 +1,7 @@
 //! The WorkloadSpread controller (`apps.kruise.io/v1alpha1` WorkloadSpread, spec
 //! spread-and-distribution §1): spreads the Pods of one existing workload (CloneSet,
-//! Deployment, ReplicaSet, Job, StatefulSet of either kind) over ordered subsets of
+//! Deployment, ReplicaSet, Job, StatefulSet of either kind, or a custom kind allow-listed
+//! in `kruise-configuration`) over ordered subsets of
 //! nodes without touching the workload. The Pod webhook puts each new Pod in a subset
 //! (recording it in the WorkloadSpread's status, guarded by its resourceVersion, so
 //! parallel creations never overfill a subset); the controller counts, expires the
@@ -59,6 +60,9 @@ pub struct Context {
     /// One admission lock per WorkloadSpread (`namespace/name`): this process records
     /// one Pod at a time per WorkloadSpread, on the newest status it knows.
     pub locks: Mutex<HashMap<String, WsLock>>,
+    /// Where `kruise-configuration` (the custom workload allowlist) is read: the
+    /// controller's namespace, or the watch namespace of a namespace-scoped instance.
+    pub config_namespace: String,
 }
 
 impl Context {
@@ -167,6 +171,11 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "WorkloadSpread"),
         enabled: runtime.gates.enabled(gates::WORKLOAD_SPREAD),
         locks: Mutex::default(),
+        config_namespace: runtime
+            .settings
+            .watch_namespace
+            .clone()
+            .unwrap_or_else(|| runtime.settings.namespace.clone()),
     })
 }
 

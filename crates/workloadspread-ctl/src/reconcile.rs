@@ -27,6 +27,9 @@ use crate::{events, workload};
 
 /// After a status write conflict: the cache will show the newer object in a moment.
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
+/// How often a WorkloadSpread of a custom workload reads its target again (no cache
+/// watches arbitrary kinds; its Pods are watched).
+const CUSTOM_RESYNC: Duration = Duration::from_secs(30);
 
 /// The WorkloadSpreads targeting the object `meta` of `api_version`/`kind`.
 fn targeting(
@@ -134,16 +137,23 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
     if ws.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let Some(kind) = TargetKind::of_ref(&ws.spec.target_ref) else {
-        // Admission refuses such a target; nothing here acts on one.
+    let Some(kind) = workload::target_kind(&ctx, ws).await else {
+        // Admission refuses such a target (or it left the allowlist); nothing here acts
+        // on one. An allowlist may name it later: look again then.
         tracing::warn!(target = ?ws.spec.target_ref, "unsupported target kind; ignored");
-        return Ok(Action::await_change());
+        return Ok(Action::requeue(CUSTOM_RESYNC));
     };
-    let target = workload::target(&ctx, &ns, &ws.spec.target_ref);
-    let pods = target
+    let target = match kind {
+        TargetKind::Custom => workload::target_fresh(&ctx, &ns, ws, kind).await,
+        _ => workload::target(&ctx, &ns, ws),
+    };
+    let mut pods = target
         .as_ref()
         .map(|t| workload::pods_of(&ctx, t))
         .unwrap_or_default();
+    if let (TargetKind::Custom, Some(t)) = (kind, &target) {
+        pods.extend(workload::sub_resource_pods(&ctx, &ns, ws, &t.uid).await);
+    }
     let latest = match &target {
         Some(t) if t.kind == TargetKind::Deployment => workload::latest_version(&ctx, &t.uid),
         _ => None,
@@ -235,7 +245,11 @@ pub async fn reconcile(ws: Arc<WorkloadSpread>, ctx: Arc<Context>) -> Result<Act
             ctx.events.normal(&ws_ref, e.reason, e.message.clone());
         }
     }
-    Ok(planned
-        .requeue_after
-        .map_or_else(Action::await_change, Action::requeue))
+    // A custom workload is not watched: its replicas are read again every CUSTOM_RESYNC.
+    let requeue = match (planned.requeue_after, kind) {
+        (Some(after), TargetKind::Custom) => Some(after.min(CUSTOM_RESYNC)),
+        (None, TargetKind::Custom) => Some(CUSTOM_RESYNC),
+        (after, _) => after,
+    };
+    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }

@@ -4,15 +4,16 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kruise_api::apps_v1alpha1::{TargetReference, WorkloadSpread};
+use kruise_api::apps_v1alpha1::WorkloadSpread;
 use kruise_api::keys;
 use kube::api::Api;
-use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::core::{DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::Context;
+use crate::plan::custom;
 use crate::plan::target::{TargetKind, group_of};
 
 /// Annotation of a Deployment's ReplicaSets: their revision (the highest is newest).
@@ -39,9 +40,31 @@ fn target_of(kind: TargetKind, meta: &ObjectMeta, replicas: i32) -> Option<Targe
     })
 }
 
-/// The target of `r` in `namespace`, from the caches; `None` when it (or its kind) is
-/// unknown.
-pub fn target(ctx: &Context, namespace: &str, r: &TargetReference) -> Option<Target> {
+/// The replicas of `object`: `targetFilter.replicasPathList` summed when set (spec
+/// 1.4.3), else `default`. A path that does not read is logged and counts as `default`.
+fn replicas_by_paths(ws: &WorkloadSpread, object: impl serde::Serialize, default: i32) -> i32 {
+    let paths = target_paths(ws);
+    if paths.is_empty() {
+        return default;
+    }
+    let value = serde_json::to_value(object).unwrap_or_default();
+    custom::sum_replicas(&value, paths).unwrap_or_else(|e| {
+        tracing::warn!(ws = ?ws.metadata.name, error = %e, "replicasPathList does not read");
+        default
+    })
+}
+
+fn target_paths(ws: &WorkloadSpread) -> &[String] {
+    ws.spec
+        .target_filter
+        .as_ref()
+        .map_or(&[][..], |f| f.replicas_path_list.as_slice())
+}
+
+/// The built-in target of `ws` in `namespace`, from the caches; `None` when it is not
+/// cached or its kind is not built in.
+pub fn target(ctx: &Context, namespace: &str, ws: &WorkloadSpread) -> Option<Target> {
+    let r = &ws.spec.target_ref;
     let kind = TargetKind::of_ref(r)?;
     let name = r.name.as_str();
     macro_rules! key {
@@ -52,65 +75,156 @@ pub fn target(ctx: &Context, namespace: &str, r: &TargetReference) -> Option<Tar
     match kind {
         TargetKind::CloneSet => {
             let o = ctx.clonesets.store().get(key!())?;
-            target_of(kind, &o.metadata, o.spec.replicas.unwrap_or(1))
+            let replicas = replicas_by_paths(ws, &*o, o.spec.replicas.unwrap_or(1));
+            target_of(kind, &o.metadata, replicas)
         }
         TargetKind::Deployment => {
             let o = ctx.deployments.store().get(key!())?;
             let replicas = o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            target_of(kind, &o.metadata, replicas)
+            target_of(kind, &o.metadata, replicas_by_paths(ws, &*o, replicas))
         }
         TargetKind::ReplicaSet => {
             let o = ctx.replicasets.store().get(key!())?;
             let replicas = o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            target_of(kind, &o.metadata, replicas)
+            target_of(kind, &o.metadata, replicas_by_paths(ws, &*o, replicas))
         }
         TargetKind::Job => {
             let o = ctx.jobs.store().get(key!())?;
             let replicas = o.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1);
-            target_of(kind, &o.metadata, replicas)
+            target_of(kind, &o.metadata, replicas_by_paths(ws, &*o, replicas))
         }
         TargetKind::StatefulSet => {
             let o = ctx.statefulsets.store().get(key!())?;
             let replicas = o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            target_of(kind, &o.metadata, replicas)
+            target_of(kind, &o.metadata, replicas_by_paths(ws, &*o, replicas))
         }
         TargetKind::AdvancedStatefulSet => {
             let o = ctx.advanced.store().get(key!())?;
-            target_of(kind, &o.metadata, o.spec.replicas())
+            let replicas = replicas_by_paths(ws, &*o, o.spec.replicas());
+            target_of(kind, &o.metadata, replicas)
+        }
+        TargetKind::Custom => None,
+    }
+}
+
+/// The allowlist of custom workloads from `kruise-configuration` in the controller's
+/// configuration namespace (empty when the ConfigMap or its key is absent). Read when
+/// needed: only WorkloadSpreads of custom kinds ask for it.
+pub async fn allowlist(ctx: &Context) -> Result<custom::Allowlist, String> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ctx.config_namespace);
+    let cm = api
+        .get_opt(keys::SIDECARSET_CONFIGMAP)
+        .await
+        .map_err(|e| e.to_string())?;
+    match cm
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get(keys::WS_WATCH_CUSTOM_WORKLOAD_WHITELIST).cloned())
+    {
+        Some(raw) => custom::Allowlist::parse(&raw)
+            .map_err(|e| format!("{}: {e}", keys::WS_WATCH_CUSTOM_WORKLOAD_WHITELIST)),
+        None => Ok(custom::Allowlist::default()),
+    }
+}
+
+/// The kind of `ws`'s target: built in, or allow-listed (reading the allowlist only for
+/// a kind that is not built in).
+pub async fn target_kind(ctx: &Context, ws: &WorkloadSpread) -> Option<TargetKind> {
+    let r = &ws.spec.target_ref;
+    if !TargetKind::needs_allowlist(r) {
+        return TargetKind::of_ref(r);
+    }
+    match allowlist(ctx).await {
+        Ok(list) => TargetKind::resolve(r, &list),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the custom workload allowlist");
+            None
         }
     }
 }
 
-/// The target's replicas for the webhook: the cache, or a GET when the cache has not
-/// seen the workload yet (a workload creating its first Pods right after it was made).
-pub async fn replicas(ctx: &Context, namespace: &str, r: &TargetReference) -> Option<i32> {
-    if let Some(t) = target(ctx, namespace, r) {
-        return Some(t.replicas);
+/// The dynamic API of `api_version`/`kind` (discovered: a custom kind's plural and
+/// whether it serves `scale`).
+async fn dynamic_api(
+    ctx: &Context,
+    namespace: &str,
+    api_version: &str,
+    kind: &str,
+) -> Option<(Api<DynamicObject>, bool)> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = match kube::discovery::pinned_kind(&ctx.client, &gvk).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::debug!(%api_version, %kind, error = %e, "kind not served");
+            return None;
+        }
+    };
+    let scale = caps.subresources.iter().any(|(s, _)| s.plural == "scale");
+    Some((
+        Api::namespaced_with(ctx.client.clone(), namespace, &ar),
+        scale,
+    ))
+}
+
+/// The target of `ws` read from the API: a built-in one the cache has not seen yet (a
+/// workload creating its first Pods right after it was made), or a custom one, whose
+/// replicas come from `targetFilter.replicasPathList`, else the allowlist's
+/// `ReplicasPath`, else its scale subresource, else 0 (a DaemonSet-like workload: only
+/// integer caps mean anything then).
+pub async fn target_fresh(
+    ctx: &Context,
+    namespace: &str,
+    ws: &WorkloadSpread,
+    kind: TargetKind,
+) -> Option<Target> {
+    if let Some(t) = target(ctx, namespace, ws) {
+        return Some(t);
     }
-    let kind = TargetKind::of_ref(r)?;
-    let version = r.api_version.split_once('/').map_or("v1", |(_, v)| v);
-    let plural = match kind {
-        TargetKind::CloneSet => "clonesets",
-        TargetKind::Deployment => "deployments",
-        TargetKind::ReplicaSet => "replicasets",
-        TargetKind::Job => "jobs",
-        TargetKind::StatefulSet | TargetKind::AdvancedStatefulSet => "statefulsets",
-    };
-    let gvk = GroupVersionKind::gvk(kind.group(), version, kind.kind());
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &ar);
+    let r = &ws.spec.target_ref;
+    let (api, scale) = dynamic_api(ctx, namespace, &r.api_version, &r.kind).await?;
     let o = api.get_opt(&r.name).await.ok().flatten()?;
-    let field = if kind == TargetKind::Job {
-        "parallelism"
-    } else {
-        "replicas"
+    let object = serde_json::to_value(&o).unwrap_or_default();
+    let read = |path: &str| {
+        custom::replicas_at(&object, path)
+            .ok()
+            .flatten()
+            .and_then(|n| i32::try_from(n).ok())
     };
-    let replicas = o.data["spec"][field].as_i64().unwrap_or(1);
-    Some(if o.metadata.deletion_timestamp.is_some() {
-        0
-    } else {
-        i32::try_from(replicas).unwrap_or(i32::MAX)
-    })
+    let replicas = match kind {
+        TargetKind::Custom => {
+            let paths = target_paths(ws);
+            if !paths.is_empty() {
+                replicas_by_paths(ws, &object, 0)
+            } else if let Some(path) = allowlist(ctx).await.ok().and_then(|l| {
+                l.workload(&r.api_version, &r.kind)
+                    .and_then(|w| w.replicas_path.clone())
+            }) {
+                read(&path).unwrap_or(0)
+            } else if scale {
+                match api.get_scale(&r.name).await {
+                    Ok(s) => s.spec.and_then(|s| s.replicas).unwrap_or(0),
+                    Err(_) => 0,
+                }
+            } else {
+                0
+            }
+        }
+        TargetKind::Job => replicas_by_paths(ws, &object, read("spec.parallelism").unwrap_or(1)),
+        _ => replicas_by_paths(ws, &object, read("spec.replicas").unwrap_or(1)),
+    };
+    target_of(kind, &o.metadata, replicas)
+}
+
+/// The target's replicas for the webhook.
+pub async fn replicas(
+    ctx: &Context,
+    namespace: &str,
+    ws: &WorkloadSpread,
+    kind: TargetKind,
+) -> Option<i32> {
+    target_fresh(ctx, namespace, ws, kind)
+        .await
+        .map(|t| t.replicas)
 }
 
 /// The Pods of the target (any phase): owned by it, or for a Deployment by its
@@ -123,6 +237,45 @@ pub fn pods_of(ctx: &Context, target: &Target) -> Vec<Arc<Pod>> {
                 ctx.pods
                     .owned_by(rs.metadata.uid.as_deref().unwrap_or_default()),
             );
+        }
+    }
+    pods
+}
+
+/// The Pods of a custom workload's sub-resources (kinds the allowlist names between the
+/// workload and its Pods) whose controller is the workload `uid`.
+pub async fn sub_resource_pods(
+    ctx: &Context,
+    namespace: &str,
+    ws: &WorkloadSpread,
+    uid: &str,
+) -> Vec<Arc<Pod>> {
+    let r = &ws.spec.target_ref;
+    let Ok(list) = allowlist(ctx).await else {
+        return Vec::new();
+    };
+    let Some(workload) = list.workload(&r.api_version, &r.kind) else {
+        return Vec::new();
+    };
+    let mut pods = Vec::new();
+    for sub in &workload.sub_resources {
+        let api_version = if sub.group.is_empty() {
+            sub.version.clone()
+        } else {
+            format!("{}/{}", sub.group, sub.version)
+        };
+        let Some((api, _)) = dynamic_api(ctx, namespace, &api_version, &sub.kind).await else {
+            continue;
+        };
+        let Ok(objects) = api.list(&Default::default()).await else {
+            continue;
+        };
+        for o in objects.items {
+            let owned = controller_of(o.metadata.owner_references.as_deref())
+                .is_some_and(|owner| owner.uid == uid);
+            if owned && let Some(sub_uid) = o.metadata.uid.as_deref() {
+                pods.extend(ctx.pods.owned_by(sub_uid));
+            }
         }
     }
     pods
@@ -202,7 +355,44 @@ pub async fn owner_chain_fresh(ctx: &Context, pod: &Pod) -> Vec<(String, String,
             chain.push((d.api_version.clone(), d.kind.clone(), d.name.clone()));
         }
     }
+    climb_sub_resources(ctx, pod, &mut chain).await;
     chain
+}
+
+/// A Pod owned by a sub-resource of an allow-listed custom workload (a kind the workload
+/// creates, which creates the Pods) belongs to that object's controller too: read it
+/// and add its owner to `chain`. Only looked at when a WorkloadSpread of the namespace
+/// targets a custom kind, so other Pods cost no read.
+async fn climb_sub_resources(ctx: &Context, pod: &Pod, chain: &mut Vec<(String, String, String)>) {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let custom_targets = ctx.wss.store().state().iter().any(|ws| {
+        ws.metadata.namespace.as_deref() == Some(ns)
+            && TargetKind::needs_allowlist(&ws.spec.target_ref)
+    });
+    let Some((api_version, kind, name)) = chain.last().cloned() else {
+        return;
+    };
+    if !custom_targets || TargetKind::of(&api_version, &kind).is_some() {
+        return;
+    }
+    let Ok(list) = allowlist(ctx).await else {
+        return;
+    };
+    if !list.is_sub_resource(&api_version, &kind) {
+        return;
+    }
+    let Some((api, _)) = dynamic_api(ctx, ns, &api_version, &kind).await else {
+        return;
+    };
+    if let Ok(Some(o)) = api.get_opt(&name).await
+        && let Some(owner) = controller_of(o.metadata.owner_references.as_deref())
+    {
+        chain.push((
+            owner.api_version.clone(),
+            owner.kind.clone(),
+            owner.name.clone(),
+        ));
+    }
 }
 
 /// The WorkloadSpread of `namespace` targeting the nearest object of `chain` whose

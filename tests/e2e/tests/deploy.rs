@@ -1400,6 +1400,7 @@ const WORKLOADSPREAD_CHECKS: &str = "
     yes patch  leases.coordination.k8s.io/workloadspread-controller    kruise-system
     yes get    secrets/workloadspread-webhook-ca                       kruise-system
     yes update secrets/workloadspread-webhook-ca                       kruise-system
+    yes get    configmaps/kruise-configuration                         kruise-system
     yes patch  validatingwebhookconfigurations/kruise-workloadspread-validating *
     yes create mutatingwebhookconfigurations/kruise-workloadspread-mutating *
     yes patch  customresourcedefinitions.apiextensions.k8s.io/workloadspreads.apps.kruise.io *

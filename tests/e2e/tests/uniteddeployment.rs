@@ -121,6 +121,19 @@ fn image_of(pod: &Pod) -> &str {
         .unwrap_or_default()
 }
 
+/// The Pods labelled `selector` that are not being deleted.
+async fn live_pods(pods: &Api<Pod>, selector: &str) -> Result<Vec<Pod>, String> {
+    let list = pods
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect())
+}
+
 async fn ud_status(
     ns: &TestNamespace,
     name: &str,
@@ -166,15 +179,7 @@ async fn deployment_subsets_over_two_zones_scale_roll_and_remove() {
     let scheduled = |want: usize| {
         let pods = pods.clone();
         async move {
-            let list = pods
-                .list(&ListParams::default().labels("app=sample-ud"))
-                .await
-                .map_err(|e| e.to_string())?;
-            let live: Vec<Pod> = list
-                .items
-                .into_iter()
-                .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .collect();
+            let live = live_pods(&pods, "app=sample-ud").await?;
             let on_nodes = live
                 .iter()
                 .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
@@ -489,6 +494,151 @@ async fn cloneset_subsets_partition_holds_back_the_update() {
         } else {
             Err(format!("{by_subset:?}"))
         }
+    })
+    .await;
+}
+
+/// Adaptive scheduling: replicas of a subset whose Pods the scheduler cannot place move to
+/// the next subset after `rescheduleCriticalSeconds`; the subset reports
+/// `Schedulable=False` (reason `reschedule`) for `unschedulableDuration`, then True again
+/// (reason `recover`), and a new replica tries it again.
+#[tokio::test]
+async fn adaptive_moves_unschedulable_replicas_and_recovers() {
+    let ns = TestNamespace::new("ud-adaptive").await;
+    let _ctl = controller(&ns).await;
+    let yaml = r#"apiVersion: apps.kruise.io/v1alpha1
+kind: UnitedDeployment
+metadata:
+  name: adaptive-ud
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: adaptive-ud
+  template:
+    deploymentTemplate:
+      metadata:
+        labels:
+          app: adaptive-ud
+      spec:
+        template:
+          metadata:
+            labels:
+              app: adaptive-ud
+          spec:
+            containers:
+            - name: nginx
+              image: nginx:alpine
+  topology:
+    scheduleStrategy:
+      type: Adaptive
+      adaptive:
+        rescheduleCriticalSeconds: 3
+        unschedulableDuration: 8
+    subsets:
+    - name: nowhere
+      maxReplicas: 2
+      nodeSelectorTerm:
+        matchExpressions:
+        - key: topology.kubernetes.io/zone
+          operator: In
+          values: [nowhere]
+    - name: zone-a
+      nodeSelectorTerm:
+        matchExpressions:
+        - key: topology.kubernetes.io/zone
+          operator: In
+          values: [zone-a]
+"#;
+    ns.apply(yaml).await.expect("apply ud");
+    let schedulable = |status: &kruise_api::apps_v1alpha1::UnitedDeploymentStatus| {
+        status
+            .subset_statuses
+            .iter()
+            .find(|s| s.name == "nowhere")
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Schedulable"))
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    let replicas = |want: [i32; 2]| {
+        let ns = &ns;
+        async move {
+            let by_subset = deployments_by_subset(ns).await;
+            let got = [
+                by_subset.get("nowhere").map_or(-1, replicas_of),
+                by_subset.get("zone-a").map_or(-1, replicas_of),
+            ];
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("replicas nowhere/zone-a {got:?}"))
+            }
+        }
+    };
+    wait_for(
+        "nowhere unschedulable, its replicas in zone-a",
+        TIMEOUT,
+        || async {
+            let status = ud_status(&ns, "adaptive-ud").await;
+            let c = schedulable(&status);
+            if c != Some(("False".into(), "reschedule".into())) {
+                return Err(format!("nowhere condition {c:?}"));
+            }
+            replicas([0, 2]).await
+        },
+    )
+    .await;
+    let pods: Api<Pod> = ns.api();
+    wait_for("both Pods running in zone-a", TIMEOUT, || async {
+        let running: Vec<_> = live_pods(&pods, "app=adaptive-ud")
+            .await?
+            .iter()
+            .map(|p| {
+                (
+                    p.labels()[keys::UD_SUBSET_NAME].clone(),
+                    p.status.as_ref().and_then(|s| s.phase.clone()),
+                )
+            })
+            .collect();
+        if running.len() == 2
+            && running
+                .iter()
+                .all(|(s, phase)| s == "zone-a" && phase.as_deref() == Some("Running"))
+        {
+            Ok(())
+        } else {
+            Err(format!("{running:?}"))
+        }
+    })
+    .await;
+    wait_for("nowhere schedulable again", TIMEOUT, || async {
+        let c = schedulable(&ud_status(&ns, "adaptive-ud").await);
+        if c == Some(("True".into(), "recover".into())) {
+            Ok(())
+        } else {
+            Err(format!("nowhere condition {c:?}"))
+        }
+    })
+    .await;
+    // Running Pods stay where they are; a new replica tries the recovered subset first.
+    replicas([0, 2]).await.expect("running Pods kept in zone-a");
+    let uds: Api<UnitedDeployment> = ns.api();
+    uds.patch(
+        "adaptive-ud",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"replicas": 3}})),
+    )
+    .await
+    .expect("scale to 3");
+    wait_for("the third replica tries nowhere", TIMEOUT, || {
+        replicas([1, 2])
+    })
+    .await;
+    wait_for("and moves to zone-a", TIMEOUT, || async {
+        let c = schedulable(&ud_status(&ns, "adaptive-ud").await);
+        if c != Some(("False".into(), "reschedule".into())) {
+            return Err(format!("nowhere condition {c:?}"));
+        }
+        replicas([0, 3]).await
     })
     .await;
 }

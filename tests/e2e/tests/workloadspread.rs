@@ -21,16 +21,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// controlled by `workload` (`apiVersion`, `kind`, `name`: a WorkloadSpread must target
 /// it, or the Deployment owning it) comes back placed.
 async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> RunningController {
-    if std::env::var_os("RUST_LOG").is_some() {
-        kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
-    }
-    let ctl = RunningController::start(
-        workloadspread_ctl::IDENTITY,
-        &ns.name,
-        "",
-        workloadspread_ctl::run,
-    )
-    .await;
+    let ctl = start_controller(ns).await;
     let (api_version, kind, name) = workload;
     let probe: Pod = serde_json::from_value(json!({
         "metadata": {"name": "probe-0", "ownerReferences": [{"apiVersion": api_version, "kind": kind,
@@ -43,6 +34,20 @@ async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> Running
     })
     .await;
     ctl
+}
+
+/// workloadspread-ctl scoped to `ns`, without waiting for its Pod webhook.
+async fn start_controller(ns: &TestNamespace) -> RunningController {
+    if std::env::var_os("RUST_LOG").is_some() {
+        kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
+    }
+    RunningController::start(
+        workloadspread_ctl::IDENTITY,
+        &ns.name,
+        "",
+        workloadspread_ctl::run,
+    )
+    .await
 }
 
 /// A WorkloadSpread over `target` (`apiVersion`, `kind`, `name`) with `subsets` (YAML
@@ -564,4 +569,103 @@ async fn invalid_workloadspreads_are_refused_with_the_spec_messages() {
             .contains(keys::WS_MSG_TARGET_REF_IMMUTABLE),
         "{message}"
     );
+}
+
+/// A custom workload (spec 1.3): an Advanced DaemonSet is refused as a target until the
+/// `kruise-configuration` ConfigMap (in the controller's namespace: here the test's, the
+/// instance being namespace-scoped) allow-lists it, as OpenKruise's e2e "job-like custom
+/// workload" does; then its Pods, which have no replicas to resolve, fill the integer caps
+/// in order: 3 Pods over a=2, b=5 → a 2/0, b 1/4.
+#[tokio::test]
+async fn allow_listed_custom_workload_is_spread() {
+    let ns = TestNamespace::new("ws-custom").await;
+    let ctl = start_controller(&ns).await;
+    let _ds =
+        RunningController::start(daemonset_ctl::IDENTITY, &ns.name, "", daemonset_ctl::run).await;
+    let target = ("apps.kruise.io/v1alpha1", "DaemonSet", "custom-ds");
+    let subsets = subset("subset-a", "", "2") + &subset("subset-b", "", "5");
+    let ws: WorkloadSpread =
+        serde_saphyr::from_str(&ws_yaml("ws-custom", target, &subsets, "")).expect("ws");
+    let wss: Api<WorkloadSpread> = ns.api();
+    // The webhook is up once it judges WorkloadSpreads: without the allowlist it refuses.
+    let refused = wait_for(
+        "the WorkloadSpread webhook refuses the DaemonSet",
+        TIMEOUT,
+        || async {
+            match wss.create(&PostParams::default(), &ws).await {
+                Err(kube::Error::Api(e)) if e.message.contains(keys::WS_MSG_KIND_NOT_PERMITTED) => {
+                    Ok(e.message)
+                }
+                Ok(_) => {
+                    let _ = wss.delete("ws-custom", &Default::default()).await;
+                    Err("admitted without an allowlist".to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    assert!(refused.contains("spec.targetRef"), "{refused}");
+
+    let allowlist = json!({"workloads": [
+        {"Group": "apps.kruise.io", "Version": "v1alpha1", "Kind": "DaemonSet"}]});
+    ns.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kruise-configuration\ndata:\n  {}: '{}'\n",
+        keys::WS_WATCH_CUSTOM_WORKLOAD_WHITELIST,
+        allowlist
+    ))
+    .await
+    .expect("allowlist");
+    wss.create(&PostParams::default(), &ws)
+        .await
+        .expect("an allow-listed kind is admitted");
+    // 3 Pods: the DaemonSet on three of the shared kwok nodes.
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: DaemonSet
+metadata:
+  name: custom-ds
+spec:
+  selector:
+    matchLabels:
+      app: custom-ds
+  template:
+    metadata:
+      labels:
+        app: custom-ds
+    spec:
+      terminationGracePeriodSeconds: 0
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions:
+              - key: kubernetes.io/hostname
+                operator: In
+                values: [kwok-node-0, kwok-node-1, kwok-node-2]
+      containers:
+      - name: main
+        image: nginx:alpine
+"#,
+    )
+    .await
+    .expect("daemonset");
+    wait_status(&ns, "ws-custom", |c| {
+        c.get("subset-a") == Some(&(2, 0)) && c.get("subset-b") == Some(&(1, 4))
+    })
+    .await;
+    let pods: Api<Pod> = ns.api();
+    let list = pods
+        .list(&kube::api::ListParams::default().labels("app=custom-ds"))
+        .await
+        .expect("pods");
+    let mut by_subset = BTreeMap::new();
+    for p in &list.items {
+        *by_subset.entry(subset_of(p)).or_insert(0) += 1;
+    }
+    assert_eq!(
+        by_subset,
+        BTreeMap::from([("subset-a".to_string(), 2), ("subset-b".to_string(), 1)])
+    );
+    drop(ctl);
 }

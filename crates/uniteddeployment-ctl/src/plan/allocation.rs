@@ -8,7 +8,7 @@
 //!   its minReplicas in spec order, then each is filled up to its maxReplicas in spec
 //!   order until spec.replicas is reached.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::UnitedDeploymentSpec;
@@ -80,8 +80,34 @@ pub fn allocate(
     spec: &UnitedDeploymentSpec,
     current: &BTreeMap<String, i32>,
 ) -> Result<BTreeMap<String, i32>, AllocationError> {
+    allocate_adaptive(spec, current, &Held::default())
+}
+
+/// What the Adaptive strategy changes in a min/max split.
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    /// Ready replicas of each subset that has a workload.
+    pub ready: BTreeMap<String, i32>,
+    /// Subsets unschedulable this round.
+    pub unschedulable: BTreeSet<String>,
+}
+
+/// [`allocate`] under the Adaptive strategy: an unschedulable subset is held at its
+/// ready replicas (its pending Pods go, their replicas move to the next subsets); a
+/// schedulable one keeps at least its ready replicas (up to its max), so running Pods
+/// are never moved back. Without Adaptive `held` is ignored.
+pub fn allocate_adaptive(
+    spec: &UnitedDeploymentSpec,
+    current: &BTreeMap<String, i32>,
+    held: &Held,
+) -> Result<BTreeMap<String, i32>, AllocationError> {
     if uses_min_max(spec) {
-        min_max(spec)
+        let held = spec
+            .topology
+            .schedule_strategy
+            .is_adaptive()
+            .then_some(held);
+        min_max(spec, held)
     } else {
         specific(spec, current)
     }
@@ -145,7 +171,10 @@ fn specific(
     clippy::expect_used,
     reason = "the entry is inserted for every subset above"
 )]
-fn min_max(spec: &UnitedDeploymentSpec) -> Result<BTreeMap<String, i32>, AllocationError> {
+fn min_max(
+    spec: &UnitedDeploymentSpec,
+    held: Option<&Held>,
+) -> Result<BTreeMap<String, i32>, AllocationError> {
     let replicas = spec.replicas.unwrap_or(0);
     let mut bounds = Vec::with_capacity(spec.topology.subsets.len());
     for (index, subset) in spec.topology.subsets.iter().enumerate() {
@@ -160,6 +189,18 @@ fn min_max(spec: &UnitedDeploymentSpec) -> Result<BTreeMap<String, i32>, Allocat
         if min > max {
             return Err(AllocationError::MinAboveMax(index));
         }
+        let (mut min, mut max) = (min, max);
+        if let Some(held) = held {
+            let ready = held.ready.get(&subset.name).copied();
+            match ready {
+                Some(ready) if held.unschedulable.contains(&subset.name) => {
+                    min = min.max(ready);
+                    max = max.min(ready);
+                }
+                Some(ready) if ready > min => min = ready.min(max),
+                _ => {}
+            }
+        }
         bounds.push((subset.name.as_str(), min, max));
     }
     let mut allocation = BTreeMap::new();
@@ -173,7 +214,8 @@ fn min_max(spec: &UnitedDeploymentSpec) -> Result<BTreeMap<String, i32>, Allocat
         if allocated >= replicas {
             break;
         }
-        let give = (max - min).min(replicas - allocated);
+        // max < min for an unschedulable subset whose minReplicas exceeds its ready Pods.
+        let give = (max - min).max(0).min(replicas - allocated);
         *allocation.get_mut(name).expect("inserted above") += give;
         allocated += give;
     }
@@ -365,6 +407,70 @@ mod tests {
         assert_eq!(
             allocate(&s, &BTreeMap::new()).unwrap(),
             current(&[("a", 2), ("b", 2), ("c", 0)])
+        );
+    }
+
+    fn adaptive(mut s: UnitedDeploymentSpec) -> UnitedDeploymentSpec {
+        s.topology.schedule_strategy.type_ =
+            Some(kruise_api::apps_v1alpha1::UnitedDeploymentScheduleStrategyType::Adaptive);
+        s
+    }
+
+    fn held(ready: &[(&str, i32)], unschedulable: &[&str]) -> Held {
+        Held {
+            ready: current(ready),
+            unschedulable: unschedulable.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn adaptive_holds_an_unschedulable_subset_at_its_ready_pods() {
+        // OpenKruise's e2e "adaptive united deployment basic": a=max 2, b=max 2, c.
+        let two = Some(IntOrString::Int(2));
+        let s = adaptive(spec(
+            Some(3),
+            vec![
+                bounded("a", None, two.clone()),
+                bounded("b", None, two),
+                subset("c"),
+            ],
+        ));
+        let fresh = allocate_adaptive(&s, &BTreeMap::new(), &Held::default()).unwrap();
+        assert_eq!(fresh, current(&[("a", 2), ("b", 1), ("c", 0)]));
+        let stuck = held(&[("a", 2), ("b", 0), ("c", 0)], &["b"]);
+        let moved = allocate_adaptive(&s, &BTreeMap::new(), &stuck).unwrap();
+        assert_eq!(moved, current(&[("a", 2), ("b", 0), ("c", 1)]));
+        // Recovered, with 2 ready in c: c keeps them, the new replica tries b again.
+        let mut s5 = s.clone();
+        s5.replicas = Some(5);
+        let recovered = held(&[("a", 2), ("b", 0), ("c", 2)], &[]);
+        assert_eq!(
+            allocate_adaptive(&s5, &BTreeMap::new(), &recovered).unwrap(),
+            current(&[("a", 2), ("b", 1), ("c", 2)])
+        );
+        // Without Adaptive the held subsets are ignored.
+        let mut fixed = s.clone();
+        fixed.topology.schedule_strategy.type_ = None;
+        assert_eq!(
+            allocate_adaptive(&fixed, &BTreeMap::new(), &stuck).unwrap(),
+            fresh
+        );
+    }
+
+    #[test]
+    fn adaptive_unschedulable_subset_keeps_its_min() {
+        // "with min replicas": a=min 1 max 2 unschedulable with 0 ready keeps 1 (pending).
+        let s = adaptive(spec(
+            Some(3),
+            vec![
+                bounded("a", Some(IntOrString::Int(1)), Some(IntOrString::Int(2))),
+                subset("b"),
+            ],
+        ));
+        let stuck = held(&[("a", 0), ("b", 1)], &["a"]);
+        assert_eq!(
+            allocate_adaptive(&s, &BTreeMap::new(), &stuck).unwrap(),
+            current(&[("a", 1), ("b", 2)])
         );
     }
 

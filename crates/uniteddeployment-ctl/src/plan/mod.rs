@@ -2,14 +2,18 @@
 //! workloads it owns, decide the allocation, the partitions and the minimal writes
 //! (spec 2.4), and compute the status ([`status`]).
 
+pub mod adaptive;
 pub mod allocation;
 pub mod status;
 pub mod workload;
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
 use serde_json::Value;
+
+pub use adaptive::Schedulability;
 
 pub use allocation::AllocationError;
 pub use workload::{Observed, WorkloadKind};
@@ -21,6 +25,10 @@ pub struct World<'a> {
     pub revision: &'a str,
     /// Every workload the UD controls, of any of the four kinds.
     pub workloads: Vec<&'a Observed>,
+    /// The UD's Pods (matching its selector): pending ones make a subset unschedulable
+    /// under the Adaptive strategy.
+    pub pods: Vec<&'a Pod>,
+    pub now: jiff::Timestamp,
 }
 
 /// A workload by kind and name.
@@ -82,6 +90,8 @@ pub struct Decision {
     /// Partition per subset (empty when the allocation failed).
     pub partitions: BTreeMap<String, i32>,
     pub writes: Vec<Write>,
+    /// Adaptive: the subsets' `Schedulable` conditions and when to look again.
+    pub schedulability: Schedulability,
 }
 
 /// The workloads to keep, one per subset of the spec: the oldest live one of the
@@ -141,12 +151,21 @@ pub fn plan(world: &World<'_>) -> Decision {
 
     let current: BTreeMap<String, i32> =
         kept.iter().map(|(s, w)| (s.clone(), w.replicas)).collect();
-    let allocation = allocation::allocate(&ud.spec, &current);
+    let schedulability = adaptive::schedulability(ud, &kept, &world.pods, world.now);
+    let held = allocation::Held {
+        ready: kept
+            .iter()
+            .map(|(s, w)| (s.clone(), w.ready_replicas))
+            .collect(),
+        unschedulable: schedulability.unschedulable.clone(),
+    };
+    let allocation = allocation::allocate_adaptive(&ud.spec, &current, &held);
     let (Ok(replicas), Some(kind)) = (&allocation, kind) else {
         return Decision {
             allocation,
             partitions: BTreeMap::new(),
             writes,
+            schedulability,
         };
     };
     let partitions = allocation::partitions(&ud.spec, replicas);
@@ -198,6 +217,7 @@ pub fn plan(world: &World<'_>) -> Decision {
         allocation,
         partitions,
         writes,
+        schedulability,
     }
 }
 

@@ -68,6 +68,13 @@ pub fn compute_status(input: &StatusInput<'_>, decision: &Decision) -> UnitedDep
             replicas: subset_replicas.get(name).copied().unwrap_or(replicas),
             ready_replicas: ready,
             partition: decision.partitions.get(name).copied().unwrap_or(0),
+            conditions: decision
+                .schedulability
+                .conditions
+                .get(name)
+                .cloned()
+                .into_iter()
+                .collect(),
             ..Default::default()
         });
     }

@@ -68,6 +68,8 @@ fn creates_one_workload_per_subset_with_the_split() {
         ud: &ud,
         revision: "rev-1",
         workloads: vec![],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     assert_eq!(d.allocation.as_ref().unwrap().values().sum::<i32>(), 6);
@@ -99,6 +101,8 @@ fn nothing_to_write_when_everything_matches() {
         ud: &ud,
         revision: "rev-1",
         workloads: vec![&a, &b],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     assert_eq!(plan(&world).writes, []);
 }
@@ -111,6 +115,8 @@ fn scale_and_partition_are_a_small_patch() {
         ud: &ud,
         revision: "rev-1",
         workloads: vec![&a, &b],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     assert_eq!(
@@ -144,6 +150,8 @@ fn a_new_revision_replaces_every_subset_workload() {
         ud: &ud,
         revision: "rev-2",
         workloads: vec![&a, &b],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     assert_eq!(d.writes.len(), 2);
@@ -179,6 +187,8 @@ fn removed_subsets_duplicates_and_other_kinds_are_deleted() {
         ud: &ud,
         revision: "rev-1",
         workloads: vec![&newer, &gone, &older, &deployment],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     let deletes: Vec<_> = d
@@ -209,6 +219,8 @@ fn an_impossible_split_writes_nothing_but_reports_it() {
         ud: &ud,
         revision: "rev-1",
         workloads: vec![&a],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     assert!(d.writes.is_empty());
@@ -244,6 +256,8 @@ fn status_sums_subsets_and_counts_updated_pods() {
         ud: &ud,
         revision: "rev-2",
         workloads: vec![&a, &b],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
     };
     let d = plan(&world);
     let pod = |subset: &str, revision: &str, ready: bool| -> k8s_openapi::api::core::v1::Pod {
@@ -300,4 +314,61 @@ fn status_sums_subsets_and_counts_updated_pods() {
         .find(|c| c.type_ == keys::UD_CONDITION_UPDATED)
         .unwrap();
     assert_eq!(updated.status, "False");
+}
+
+#[test]
+fn adaptive_moves_a_stuck_subsets_replicas_and_reports_it() {
+    let mut ud = ud(json!({}), &["subset-a", "subset-b"]);
+    ud.spec.replicas = Some(3);
+    ud.spec.topology.schedule_strategy = serde_json::from_value(
+        json!({"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 10}}),
+    )
+    .unwrap();
+    ud.spec.topology.subsets[0].max_replicas =
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2));
+    // subset-a has 2 replicas, none ready; one Pod pending unschedulable for 20 s.
+    let mut a = cs("a1", "subset-a", 2);
+    a.ready_replicas = 0;
+    let b = cs("b1", "subset-b", 1);
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "a1-x", "labels": {"app": "sample", (keys::UD_SUBSET_NAME): "subset-a"}},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+    }))
+    .unwrap();
+    let now = jiff::Timestamp::from_second(20).unwrap();
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a, &b],
+        pods: vec![&pod],
+        now,
+    };
+    let d = plan(&world);
+    assert_eq!(
+        d.allocation.as_ref().unwrap(),
+        &BTreeMap::from([("subset-a".to_string(), 0), ("subset-b".to_string(), 3)])
+    );
+    let kept = kept_workloads(&world);
+    let status = compute_status(
+        &StatusInput {
+            ud: &ud,
+            revision: "rev-1",
+            collision_count: None,
+            kept: &kept,
+            pods: &[&pod],
+            failures: &[],
+            now,
+        },
+        &d,
+    );
+    let a_status = &status.subset_statuses[0];
+    assert_eq!(a_status.conditions[0].type_, "Schedulable");
+    assert_eq!(a_status.conditions[0].status, "False");
+    assert!(status.subset_statuses[1].conditions.is_empty());
+    // Recovery is due 300 s (the default) after the transition.
+    assert_eq!(
+        d.schedulability.next_check,
+        Some(now + jiff::SignedDuration::from_secs(300))
+    );
 }

@@ -15,22 +15,6 @@ pub const RECOVER_AFTER: SignedDuration = SignedDuration::from_secs(300);
 /// Reason of the False condition.
 pub const REASON_UNSCHEDULABLE: &str = "PodUnschedulable";
 
-/// Since when the scheduler has found no node for `pod`: its `PodScheduled=False`
-/// condition with reason `Unschedulable` (its transition time, or the Pod's creation).
-pub fn unschedulable_since(pod: &Pod) -> Option<Timestamp> {
-    if predicates::is_scheduled(pod) || !predicates::is_active(pod) {
-        return None;
-    }
-    let c = predicates::condition(pod, "PodScheduled")?;
-    if c.status != "False" || c.reason.as_deref() != Some("Unschedulable") {
-        return None;
-    }
-    c.last_transition_time
-        .as_ref()
-        .map(|t| t.0)
-        .or_else(|| predicates::created_at(pod))
-}
-
 /// The Pods stuck for `critical` or longer in any subset but the last, with their
 /// subset, and when the next Pod still waiting will be.
 pub fn stuck<'a>(
@@ -43,7 +27,7 @@ pub fn stuck<'a>(
     let last = members.len().saturating_sub(1);
     for (i, pods) in members.iter().enumerate().take(last) {
         for pod in pods {
-            let Some(since) = unschedulable_since(pod) else {
+            let Some(since) = predicates::unschedulable_since(pod) else {
                 continue;
             };
             let due = since + critical;

@@ -1,11 +1,13 @@
 //! Everything the controller and the webhooks decide, as pure functions of what they
-//! read: [`target`] (kinds, versions), [`subset`] (caps, the webhook's placement and
+//! read: [`target`] (kinds, versions), [`custom`] (allow-listed kinds, replicas by
+//! path), [`subset`] (caps, the webhook's placement and
 //! deletion records), [`inject`] (what a subset puts into a Pod), [`status`] (counting),
 //! [`cost`] (pod-deletion-cost), [`adaptive`] (moving stuck Pods), and [`plan`], one
 //! reconcile of a WorkloadSpread.
 
 pub mod adaptive;
 pub mod cost;
+pub mod custom;
 pub mod inject;
 pub mod status;
 pub mod subset;

@@ -21,6 +21,10 @@ pub enum TargetKind {
     StatefulSet,
     /// apps.kruise.io StatefulSet (v1alpha1 or v1beta1).
     AdvancedStatefulSet,
+    /// A kind allow-listed in `kruise-configuration` ([`super::custom`]): its Pods are
+    /// counted unversioned, and it gets no pod-deletion-cost (its scale-in order is its
+    /// own controller's).
+    Custom,
 }
 
 /// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
@@ -52,22 +56,19 @@ impl TargetKind {
         Self::of(&r.api_version, &r.kind)
     }
 
-    pub fn group(self) -> &'static str {
-        match self {
-            TargetKind::CloneSet | TargetKind::AdvancedStatefulSet => KRUISE,
-            TargetKind::Job => BATCH,
-            _ => APPS,
-        }
+    /// The kind of `r`: a built-in one, else [`TargetKind::Custom`] when `allowlist`
+    /// names its group and kind.
+    pub fn resolve(r: &TargetReference, allowlist: &super::custom::Allowlist) -> Option<Self> {
+        Self::of_ref(r).or_else(|| {
+            allowlist
+                .workload(&r.api_version, &r.kind)
+                .map(|_| TargetKind::Custom)
+        })
     }
 
-    pub fn kind(self) -> &'static str {
-        match self {
-            TargetKind::CloneSet => "CloneSet",
-            TargetKind::Deployment => "Deployment",
-            TargetKind::ReplicaSet => "ReplicaSet",
-            TargetKind::Job => "Job",
-            TargetKind::StatefulSet | TargetKind::AdvancedStatefulSet => "StatefulSet",
-        }
+    /// `r` names no built-in kind: only the allowlist can make it a target.
+    pub fn needs_allowlist(r: &TargetReference) -> bool {
+        Self::of_ref(r).is_none()
     }
 
     /// Pods are counted per version (`pod-template-hash`): a rollout's new ReplicaSet

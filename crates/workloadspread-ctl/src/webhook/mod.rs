@@ -7,8 +7,8 @@
 //!   the subset, records the Pod in the WorkloadSpread's status (a PUT guarded by the
 //!   resourceVersion, read again and retried on conflict, one Pod at a time per
 //!   WorkloadSpread in this process), then injects the subset. Scoped by
-//!   `matchConditions` to Pods with a controller owner of a kind a WorkloadSpread can
-//!   reach (ReplicaSet, CloneSet, StatefulSet, Job). `failurePolicy: Ignore`: a Fail
+//!   `matchConditions` to Pods with a controller owner (of any kind: custom workloads
+//!   allow-listed in `kruise-configuration` are targets too). `failurePolicy: Ignore`: a Fail
 //!   policy would stop every ReplicaSet, Job, CloneSet and StatefulSet Pod of the cluster
 //!   from being created while `workloadspread-ctl` is unreachable, including those of
 //!   workloads no WorkloadSpread targets. A Pod admitted during an outage is placed by
@@ -66,8 +66,10 @@ pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-workloadsprea
 pub const MUTATE_POD_PATH: &str = "/mutate-pod-workloadspread";
 pub const VALIDATE_POD_PATH: &str = "/validate-pod-workloadspread";
 
-/// Only Pods whose controller is of a kind a WorkloadSpread reaches.
-pub const POD_CREATE_CONDITION: &str = "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller && r.kind in ['ReplicaSet', 'CloneSet', 'StatefulSet', 'Job'])";
+/// Only Pods with a controller: any kind may be an allow-listed custom workload (or one of
+/// its sub-resources), and the allowlist can change at any time, so the kind is judged
+/// by the handler, which answers at once in a namespace without WorkloadSpreads.
+pub const POD_CREATE_CONDITION: &str = "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, has(r.controller) && r.controller)";
 
 /// Status write attempts before refusing the Pod.
 const WRITE_ATTEMPTS: usize = 5;
@@ -240,7 +242,17 @@ async fn validate_ws(
     }
     let all = ctx.wss.store().state();
     let others: Vec<&WorkloadSpread> = all.iter().map(AsRef::as_ref).collect();
-    let errors = validation::validate(&ws, old.as_ref(), &others);
+    // The allowlist is read only for a target that is not built in: it is what decides
+    // whether that kind is permitted. A ConfigMap that cannot be read refuses it.
+    let allowlist = if TargetKind::needs_allowlist(&ws.spec.target_ref) {
+        match workload::allowlist(ctx).await {
+            Ok(list) => list,
+            Err(e) => return Err(internal(e)),
+        }
+    } else {
+        Default::default()
+    };
+    let errors = validation::validate(&ws, old.as_ref(), &others, &allowlist);
     Ok(if errors.is_empty() {
         response
     } else {
@@ -375,10 +387,10 @@ async fn place_pod(
     let Some(ws) = workload::ws_for_chain(ctx.wss.store(), &namespace, &chain, &labels) else {
         return Ok(response);
     };
-    let Some(kind) = TargetKind::of_ref(&ws.spec.target_ref) else {
+    let Some(kind) = workload::target_kind(ctx, &ws).await else {
         return Ok(response);
     };
-    let replicas = workload::replicas(ctx, &namespace, &ws.spec.target_ref)
+    let replicas = workload::replicas(ctx, &namespace, &ws, kind)
         .await
         .unwrap_or(0);
     let ws_name = ws.metadata.name.clone().unwrap_or_default();
@@ -485,10 +497,10 @@ async fn record_pod_deletion(
     else {
         return Ok(response);
     };
-    let Some(kind) = TargetKind::of_ref(&ws.spec.target_ref) else {
+    let Some(kind) = workload::target_kind(ctx, &ws).await else {
         return Ok(response);
     };
-    let replicas = workload::replicas(ctx, &namespace, &ws.spec.target_ref)
+    let replicas = workload::replicas(ctx, &namespace, &ws, kind)
         .await
         .unwrap_or(0);
     let version = pod_version(&pod, kind);

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::validation::{self, validate};
 use super::*;
+use crate::plan::custom::Allowlist;
 
 fn ws(spec: Value) -> WorkloadSpread {
     serde_json::from_value(json!({
@@ -29,7 +30,7 @@ fn messages(
     old: Option<&WorkloadSpread>,
     others: &[&WorkloadSpread],
 ) -> String {
-    kruise_runtime::webhook::aggregate(&validate(ws, old, others))
+    kruise_runtime::webhook::aggregate(&validate(ws, old, others, &Allowlist::default()))
 }
 
 #[test]
@@ -37,13 +38,50 @@ fn the_seed_spread_is_valid() {
     let d2 = ws(
         json!({"targetRef": cloneset(), "subsets": [zone("zone-a", json!(2)), zone("zone-b", Value::Null)]}),
     );
-    assert_eq!(validate(&d2, None, &[]), vec![]);
+    assert_eq!(validate(&d2, None, &[], &Allowlist::default()), vec![]);
     let sts = ws(
         json!({"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "web"},
         "subsets": [zone("a", json!(1)), zone("b", Value::Null)],
         "scheduleStrategy": {"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": 295}}}),
     );
-    assert_eq!(validate(&sts, None, &[]), vec![]);
+    assert_eq!(validate(&sts, None, &[], &Allowlist::default()), vec![]);
+}
+
+#[test]
+fn allow_listed_custom_kinds_and_the_target_filter() {
+    // As OpenKruise's e2e "job-like custom workload": an Advanced DaemonSet and a TFJob.
+    let allowlist = Allowlist::parse(
+        r#"{"workloads": [{"Group": "apps.kruise.io", "Version": "v1alpha1", "Kind": "DaemonSet"},
+            {"Group": "kubeflow.org", "Version": "v1", "Kind": "TFJob", "ReplicasPath": "spec.replicas"}]}"#,
+    )
+    .unwrap();
+    let target = |api_version: &str, kind: &str| {
+        ws(
+            json!({"targetRef": {"apiVersion": api_version, "kind": kind, "name": "t"},
+            "subsets": [zone("a", json!(2)), zone("b", json!(5))]}),
+        )
+    };
+    let ads = target("apps.kruise.io/v1alpha1", "DaemonSet");
+    assert_eq!(validate(&ads, None, &[], &allowlist), vec![]);
+    assert_eq!(
+        validate(&target("kubeflow.org/v1", "TFJob"), None, &[], &allowlist),
+        vec![]
+    );
+    // Not listed: refused, as without any allowlist.
+    let refused = validate(&ads, None, &[], &Allowlist::default());
+    assert!(kruise_runtime::webhook::aggregate(&refused).contains(keys::WS_MSG_KIND_NOT_PERMITTED));
+    let apps_ds = validate(&target("apps/v1", "DaemonSet"), None, &[], &allowlist);
+    assert!(kruise_runtime::webhook::aggregate(&apps_ds).contains(keys::WS_MSG_KIND_NOT_PERMITTED));
+    // A targetFilter selector that does not parse (In without values).
+    let mut filtered = ads.clone();
+    filtered.spec.target_filter = Some(
+        serde_json::from_value(
+            json!({"selector": {"matchExpressions": [{"key": "key", "operator": "In"}]}}),
+        )
+        .unwrap(),
+    );
+    let errors = kruise_runtime::webhook::aggregate(&validate(&filtered, None, &[], &allowlist));
+    assert!(errors.starts_with("spec.targetFilter: "), "{errors}");
 }
 
 #[test]
@@ -106,7 +144,7 @@ fn subset_messages() {
     let rest = ws(
         json!({"targetRef": cloneset(), "subsets": [zone("a", json!("30%")), zone("b", Value::Null)]}),
     );
-    assert_eq!(validate(&rest, None, &[]), vec![]);
+    assert_eq!(validate(&rest, None, &[], &Allowlist::default()), vec![]);
     let bad_term = ws(json!({"targetRef": cloneset(), "subsets": [{"name": "a",
         "requiredNodeSelectorTerm": {"matchExpressions": [{"key": "z", "operator": "In"}]},
         "tolerations": [{"operator": "Equal", "value": "v"}],
@@ -142,7 +180,10 @@ fn adaptive_messages() {
         "subsets": [zone("a", json!(1)), zone("b", json!(1)), zone("c", Value::Null)],
         "scheduleStrategy": {"type": "Adaptive", "adaptive": {"rescheduleCriticalSeconds": seconds}}}))
     };
-    assert_eq!(validate(&three(147), None, &[]), vec![]);
+    assert_eq!(
+        validate(&three(147), None, &[], &Allowlist::default()),
+        vec![]
+    );
     assert!(messages(&three(148), None, &[]).contains("must be within [0, 147]"));
     assert!(messages(&three(-1), None, &[]).contains("rescheduleCriticalSeconds"));
 }
@@ -202,7 +243,7 @@ proptest! {
     fn integer_caps(caps in proptest::collection::vec(-3i32..10, 1..5)) {
         let subsets: Vec<Value> = caps.iter().enumerate().map(|(i, c)| zone(&format!("s{i}"), json!(c))).collect();
         let w = ws(json!({"targetRef": cloneset(), "subsets": subsets}));
-        let errors = validate(&w, None, &[]);
+        let errors = validate(&w, None, &[], &Allowlist::default());
         let negative: Vec<usize> = caps.iter().enumerate().filter(|(_, c)| **c < 0).map(|(i, _)| i).collect();
         prop_assert_eq!(errors.len(), negative.len());
         for i in negative {
@@ -222,6 +263,6 @@ proptest! {
         let w = ws(json!({"targetRef": cloneset(), "subsets": subsets}));
         let sum: u32 = percents.iter().sum();
         let valid = if open_last { sum <= 100 } else { sum == 100 };
-        prop_assert_eq!(validate(&w, None, &[]).is_empty(), valid);
+        prop_assert_eq!(validate(&w, None, &[], &Allowlist::default()).is_empty(), valid);
     }
 }

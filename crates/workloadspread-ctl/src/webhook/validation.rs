@@ -12,6 +12,7 @@ use kruise_runtime::webhook::field::{
 };
 use serde_json::json;
 
+use crate::plan::custom::Allowlist;
 use crate::plan::target::TargetKind;
 
 /// The longest a subset may stay unschedulable before it recovers, minus a margin: the
@@ -26,15 +27,29 @@ pub const MSG_ADAPTIVE_LAST_SUBSET: &str =
 
 /// Every problem with `ws` (`old` on UPDATE), against the other WorkloadSpreads of the
 /// namespace.
+/// `allowlist` holds the custom kinds of `kruise-configuration` (read only for a target
+/// that is not built in).
 pub fn validate(
     ws: &WorkloadSpread,
     old: Option<&WorkloadSpread>,
     others: &[&WorkloadSpread],
+    allowlist: &Allowlist,
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &ws.spec;
     let r = &spec.target_ref;
-    let kind = TargetKind::of_ref(r);
+    let kind = TargetKind::resolve(r, allowlist);
+    if let Some(selector) = spec
+        .target_filter
+        .as_ref()
+        .and_then(|f| f.selector.as_ref())
+        && let Err(e) = kruise_ordering::selector::matches(selector, &Default::default())
+    {
+        errors.push(invalid_detail(
+            "spec.targetFilter",
+            format!("invalid label selector: {e:?}"),
+        ));
+    }
     if r.api_version.is_empty() || r.kind.is_empty() || r.name.is_empty() {
         errors.push(required("spec.targetRef", keys::WS_MSG_NO_TARGET_REF));
     } else if kind.is_none() {
