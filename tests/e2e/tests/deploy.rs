@@ -2760,7 +2760,10 @@ impl Prometheus {
     }
 
     /// An instant query: (labels, value) per series.
-    pub(crate) async fn query(&self, promql: &str) -> Result<Vec<(BTreeMap<String, String>, f64)>, String> {
+    pub(crate) async fn query(
+        &self,
+        promql: &str,
+    ) -> Result<Vec<(BTreeMap<String, String>, f64)>, String> {
         let (code, body) = http_get(
             self.addr,
             &format!("/api/v1/query?query={}", url_encode(promql)),

@@ -465,7 +465,10 @@ async fn real_node_deployed_agent_pulls_a_job() {
             .collect();
         match on_node.as_slice() {
             [pod] if kruise_e2e::is_ready(pod) => Ok(pod.clone()),
-            other => Err(format!("{} agent Pods on {REAL_NODE}, not one Ready", other.len())),
+            other => Err(format!(
+                "{} agent Pods on {REAL_NODE}, not one Ready",
+                other.len()
+            )),
         }
     })
     .await;
@@ -484,7 +487,11 @@ async fn real_node_deployed_agent_pulls_a_job() {
     let name = format!("{}/kruise-rs/busybox", node.registry);
     let pulled = format!("{name}:{tag}");
     let cri = Cri::connect(std::path::Path::new(&node.containerd_socket)).unwrap();
-    assert_eq!(cri.find_image(&pulled).await.unwrap(), None, "not pulled yet");
+    assert_eq!(
+        cri.find_image(&pulled).await.unwrap(),
+        None,
+        "not pulled yet"
+    );
     ns.apply(&job_yaml(
         "by-the-deployed-agent",
         &pulled,
@@ -812,7 +819,10 @@ async fn predownload_pulls_before_the_in_place_update(
     );
     // No Pod was touched by the pre-download.
     for pod in kruise_e2e::pods_with(ns, "app=web").await {
-        let status = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+        let status = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
         let main = status.and_then(|c| c.first()).expect("a container status");
         assert_eq!((main.image.as_str(), main.restart_count), (old.as_str(), 0));
     }
