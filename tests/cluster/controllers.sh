@@ -2,7 +2,8 @@
 # Runs every controller binary of the workspace against the local cluster.
 #
 #   controllers.sh up      build, install CRDs, start each controller in the background,
-#                          wait until each reports ready on /readyz
+#                          wait until each reports ready on /readyz; with the real node
+#                          (`make up-real`) also the node agent daemon-agent for real-0
 #   controllers.sh down    stop them
 #   controllers.sh list    print "<binary> <admin-port> <webhook-port>" per controller
 #
@@ -42,7 +43,45 @@ list() {
   done
 }
 
+# The node agent of the real node (`make up-real`): the one DaemonSet Pod a deployment
+# would run there, here a process at the node's containerd socket (no Lease, no webhook).
+agent_admin=$((${KRUISE_CTL_ADMIN_PORT:-18080} + 50))
+
+start_agent() {
+  [ -f "$run/real-node" ] || return 0
+  local socket
+  socket=$("$here/node.sh" env | sed -n 's/^KRUISE_CONTAINERD_SOCKET=//p')
+  (cd "$root" && cargo build --quiet --bin daemon-agent)
+  KUBECONFIG=$kubeconfig \
+    NODE_NAME=real-0 \
+    KRUISE_CRI_SOCKET=$socket \
+    KRUISE_LEADER_ELECT=false \
+    KRUISE_ADMIN_ADDR=127.0.0.1:$agent_admin \
+    KRUISE_NAMESPACE=kruise-daemon-config \
+    RUST_LOG=${RUST_LOG:-info} \
+    setsid "$profile_dir/daemon-agent" >"$logs/daemon-agent.log" 2>&1 </dev/null &
+  echo $! >"$run/daemon-agent.pid"
+  local deadline=$((SECONDS + 60))
+  until curl -sf "http://127.0.0.1:$agent_admin/readyz" >/dev/null 2>&1; do
+    if ! kill -0 "$(cat "$run/daemon-agent.pid")" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+      log "daemon-agent (real-0) not ready; last log lines:"
+      tail -n 20 "$logs/daemon-agent.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  log "daemon-agent ready for real-0 (admin http://127.0.0.1:$agent_admin, log $logs/daemon-agent.log)"
+}
+
+stop_agent() {
+  local f=$run/daemon-agent.pid
+  [ -f "$f" ] || return 0
+  kill "$(cat "$f")" 2>/dev/null || true
+  rm -f "$f"
+}
+
 stop() {
+  stop_agent
   local stopped=()
   while read -r c _ webhook; do
     local f=$run/$c.pid
@@ -140,6 +179,7 @@ up() {
     done
     log "$c ready (admin http://127.0.0.1:$admin, log $logs/$c.log)"
   done < <(list)
+  start_agent
 }
 
 case "${1:-}" in
