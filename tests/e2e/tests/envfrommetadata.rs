@@ -229,12 +229,21 @@ spec:
             }
         })
         .await;
-        let cs: CloneSet = ns.api().get("envmeta").await.unwrap();
-        let st = cs.status.unwrap();
-        assert_eq!(
-            (st.updated_replicas, st.updated_ready_replicas),
-            (1, 1),
-            "{st:?}"
-        );
+        // The status follows the Pod's readiness through the controller's cache: awaited,
+        // not read once (it lagged the event by a moment in one run).
+        wait_for(
+            "the CloneSet status: 1 updated, 1 updated ready",
+            MINUTE,
+            || async {
+                let cs: CloneSet = ns.api().get("envmeta").await.map_err(|e| e.to_string())?;
+                let st = cs.status.unwrap_or_default();
+                if (st.updated_replicas, st.updated_ready_replicas) == (1, 1) {
+                    Ok(())
+                } else {
+                    Err(format!("{st:?}"))
+                }
+            },
+        )
+        .await;
     }
 }
