@@ -18,10 +18,9 @@ use std::time::Instant;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authorization::v1::{SubjectAccessReviewSpec, SubjectAccessReviewStatus};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::metrics::Metrics;
 
@@ -96,29 +95,13 @@ pub(crate) async fn handle(
 }
 
 fn answer(ctx: &AuthorizationCtx, body: Result<Bytes, BytesRejection>) -> (Response, &'static str) {
-    // A non-200 answer is a webhook error to the apiserver: its failurePolicy decides.
-    let bad = |message: String| ((StatusCode::BAD_REQUEST, message).into_response(), "decode");
-    let body = match body {
-        Ok(body) => body,
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return (
-                (
-                    e.status(),
-                    format!("cannot read the body: {}", e.body_text()),
-                )
-                    .into_response(),
-                "too_large",
-            );
-        }
-        Err(e) => return bad(format!("cannot read the body: {e}")),
-    };
-    let review: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("not a SubjectAccessReview: {e}")),
+    let review = match super::review_json(body, "SubjectAccessReview") {
+        Ok(review) => review,
+        Err(answer) => return *answer,
     };
     let spec: SubjectAccessReviewSpec = match serde_json::from_value(review["spec"].clone()) {
         Ok(spec) => spec,
-        Err(e) => return bad(format!("SubjectAccessReview spec: {e}")),
+        Err(e) => return super::bad_review(format!("SubjectAccessReview spec: {e}")),
     };
     let verdict = (ctx.authorize)(&spec);
     if let Verdict::Deny(reason) = &verdict {
@@ -135,6 +118,8 @@ fn answer(ctx: &AuthorizationCtx, body: Result<Bytes, BytesRejection>) -> (Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
+    use serde_json::Value;
 
     fn ctx(verdict: Verdict) -> AuthorizationCtx {
         AuthorizationCtx {

@@ -18,7 +18,6 @@ use std::time::Instant;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -63,32 +62,18 @@ pub(crate) async fn handle(
 }
 
 fn answer(ctx: &ConversionCtx, body: Result<Bytes, BytesRejection>) -> (Response, &'static str) {
-    let bad = |message: String| ((StatusCode::BAD_REQUEST, message).into_response(), "decode");
-    let body = match body {
-        Ok(body) => body,
-        // Over the body limit: 413 (as for admission reviews), not a generic 400.
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return (
-                (
-                    e.status(),
-                    format!("cannot read the body: {}", e.body_text()),
-                )
-                    .into_response(),
-                "too_large",
-            );
-        }
-        Err(e) => return bad(format!("cannot read the body: {e}")),
-    };
-    let review: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return bad(format!("not a ConversionReview: {e}")),
+    let review = match super::review_json(body, "ConversionReview") {
+        Ok(review) => review,
+        Err(answer) => return *answer,
     };
     let request = &review["request"];
     let (Some(uid), Some(desired)) = (
         request["uid"].as_str(),
         request["desiredAPIVersion"].as_str(),
     ) else {
-        return bad("ConversionReview without request.uid or request.desiredAPIVersion".into());
+        return super::bad_review(
+            "ConversionReview without request.uid or request.desiredAPIVersion".into(),
+        );
     };
     let objects = request["objects"].as_array().cloned().unwrap_or_default();
     let converted: Result<Vec<Value>, String> = objects
@@ -153,6 +138,7 @@ pub(crate) fn serve_all_versions_patch(
 mod tests {
     use super::*;
     use axum::body::to_bytes;
+    use axum::http::StatusCode;
 
     fn ctx(convert: Converter) -> ConversionCtx {
         ConversionCtx {

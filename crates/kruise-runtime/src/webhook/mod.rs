@@ -1059,5 +1059,39 @@ impl Shared {
     }
 }
 
+/// The JSON body of a review the apiserver posted to a conversion or authorization
+/// webhook (`what` names the review's kind): on failure the answer, with the decision its
+/// metrics record — 413 `too_large` for a body over the limit (as for admission reviews),
+/// else 400 `decode`. A non-200 answer is a webhook error to the apiserver: its
+/// failurePolicy decides.
+pub(crate) fn review_json(
+    body: Result<Bytes, BytesRejection>,
+    what: &str,
+) -> Result<serde_json::Value, Box<(axum::response::Response, &'static str)>> {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let body = match body {
+        Ok(body) => body,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let message = format!("cannot read the body: {}", e.body_text());
+            return Err(Box::new((
+                (e.status(), message).into_response(),
+                "too_large",
+            )));
+        }
+        Err(e) => return Err(Box::new(bad_review(format!("cannot read the body: {e}")))),
+    };
+    serde_json::from_slice(&body).map_err(|e| Box::new(bad_review(format!("not a {what}: {e}"))))
+}
+
+/// A 400 answer to a review that cannot be understood, with its metric decision `decode`.
+pub(crate) fn bad_review(message: String) -> (axum::response::Response, &'static str) {
+    use axum::response::IntoResponse;
+    (
+        (axum::http::StatusCode::BAD_REQUEST, message).into_response(),
+        "decode",
+    )
+}
+
 #[cfg(test)]
 mod tests;
