@@ -667,7 +667,7 @@ spec:
             "xxx",
             "pod-name",
             &["app"],
-            "  strategy:\n    unreadyGracePeriodSeconds: 3\n    minStartedSeconds: 1\n  activeDeadlineSeconds: 120\n  ttlSecondsAfterFinished: 5",
+            "  strategy:\n    unreadyGracePeriodSeconds: 5\n    minStartedSeconds: 1\n  activeDeadlineSeconds: 120\n  ttlSecondsAfterFinished: 5",
         ))
         .await
         .unwrap();
@@ -685,10 +685,14 @@ spec:
         assert!(spec_app.pre_stop.as_ref().unwrap().exec.is_some());
 
         // unreadyGracePeriodSeconds: the Pod goes NotReady while the old container still runs.
+        // Ready=False alone is not enough: the kubelet may briefly write Ready=False from a
+        // stale view of the Pod right after the test marked it Ready; the CRR's mark is the
+        // readiness gate going False.
         let held = wait_for("the Pod NotReady before the stop", MINUTE, || async {
             let p = pod(&ns, "pod-name").await;
             let still_old = status_of(&p, "app").container_id == app.container_id;
-            if !is_ready(&p) && still_old {
+            let gate_false = condition(&p, keys::KRUISE_POD_READY).as_deref() == Some("False");
+            if !is_ready(&p) && gate_false && still_old {
                 Ok(p)
             } else if !still_old {
                 panic!(

@@ -386,7 +386,10 @@ spec:
         "missing",
         &missing,
         REAL_NODE,
-        "  pullPolicy:\n    backoffLimit: 0\n    timeoutSeconds: 30",
+        // activeDeadlineSeconds makes the tag's TTL 120 s + 0–300 s: without it, it would be
+        // timeoutSeconds × backoffLimit = 0 + 0–300 s, and the tag status read below could
+        // already be pruned.
+        "  completionPolicy:\n    activeDeadlineSeconds: 120\n  pullPolicy:\n    backoffLimit: 0\n    timeoutSeconds: 30",
     ))
     .await
     .unwrap();
