@@ -13,8 +13,9 @@
 #      agent's, then shows the Pods and who holds each Lease.
 #
 #   tests/deploy-local.sh             deploy (OVERLAY=cloneset BINS=cloneset-ctl: one controller)
-#   tests/deploy-local.sh delete      stop what it deployed: the Deployments and the
-#                                     agent's DaemonSet (CRDs, namespaces, RBAC stay)
+#   tests/deploy-local.sh delete      stop what it deployed: the Deployments, their
+#                                     webhooks and the agent's DaemonSet (CRDs,
+#                                     namespaces, RBAC stay)
 #
 # How the pieces reach each other without kube-proxy: the apiserver calls the webhooks
 # through their Services resolved to the Pods' endpoints (--enable-aggregator-routing, set
@@ -49,11 +50,15 @@ dir=$state/deploy-local
 
 if [ "${1:-}" = delete ]; then
   # The running parts only: the controllers' Deployments, the agent's DaemonSet and their
-  # disruption budgets (and so their Pods). CRDs, namespaces, RBAC (but the agent's
-  # cluster-wide reads) and Services stay: the CRDs hold the cluster's objects.
-  log "deleting the deployed controllers and agent"
+  # disruption budgets (and so their Pods), and their admission webhooks (left behind, a
+  # webhook without endpoints would fail every CloneSet or job write: failurePolicy Fail).
+  # CRDs, namespaces, RBAC (but the agent's cluster-wide reads) and Services stay: the CRDs
+  # hold the cluster's objects.
+  log "deleting the deployed controllers, their webhooks and the agent"
   kubectl delete deployments,daemonsets,poddisruptionbudgets --all-namespaces \
     -l app.kubernetes.io/part-of=kruise-rs --ignore-not-found --wait=true >&2
+  kubectl delete mutatingwebhookconfigurations,validatingwebhookconfigurations \
+    -l app.kubernetes.io/part-of=kruise-rs --ignore-not-found >&2
   kubectl wait pods --all-namespaces -l app.kubernetes.io/part-of=kruise-rs \
     --for=delete --timeout=120s >/dev/null 2>&1 || true
   # And the agent's cluster-wide reads, back to the authorizer's node-scoped ones.

@@ -19,9 +19,9 @@ if ! need go; then
   exit 1
 fi
 missing=()
-# prometheus: the deploy e2e tests scrape the controllers with it (Debian's package; only
-# the binary is used, on a free port, started and stopped by the test).
-for tool in openssl curl setsid prometheus; do need "$tool" || missing+=("$tool"); done
+# (Prometheus, which the deploy e2e tests scrape the controllers with, is built from its Go
+# module by tests/cluster/build-prometheus.sh: Debian's lacks kubernetes_sd.)
+for tool in openssl curl setsid; do need "$tool" || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps: installing ${missing[*]}" >&2
   pkgs=()

@@ -2661,35 +2661,18 @@ fn base64_decode(s: &str) -> Vec<u8> {
 // --- Prometheus ---
 
 /// Debian's prometheus, installed when missing (also by tests/deps.sh).
+/// Prometheus 3 with kubernetes_sd (tests/cluster/build-prometheus.sh builds it once,
+/// cached; `make test` builds it beside the control plane). Debian's 2.42 lacks
+/// kubernetes_sd_configs.
 fn prometheus_binary() -> PathBuf {
-    let found = || {
-        std::env::var("PATH")
-            .unwrap_or_default()
-            .split(':')
-            .map(|d| Path::new(d).join("prometheus"))
-            .find(|p| p.is_file())
-    };
-    if let Some(p) = found() {
-        return p;
-    }
-    let sudo = if is_root() { "" } else { "sudo " };
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "{sudo}apt-get update -qq && {sudo}env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus"
-        ))
-        .status()
-        .expect("apt-get");
-    assert!(status.success(), "installing prometheus failed");
-    found().expect("prometheus on PATH after installing it")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cluster/build-prometheus.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    let path = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(path.lines().last().expect("the binary's path").trim())
 }
 
 fn url_encode(s: &str) -> String {
