@@ -37,7 +37,7 @@ pub struct Context {
     pub deployments: Cache<Deployment>,
     pub revisions: Cache<ControllerRevision>,
     /// Pods of every subset workload (labelled `apps.kruise.io/subset-name`), for
-    /// `updatedReplicas` / `updatedReadyReplicas`.
+    /// `updatedReplicas` / `updatedReadyReplicas`, the Adaptive strategy and reservation.
     pub pods: Cache<Pod>,
     /// Workload writes the caches have not shown yet (keys `<kind>/<name>`).
     pub expectations: Expectations,
@@ -74,7 +74,8 @@ fn prune_deployment(d: &mut Deployment) {
     }
 }
 
-/// A Pod as the status needs it: labels and readiness.
+/// A Pod as the status and the Adaptive strategy need it: labels (the reserved label),
+/// creation, node, phase and conditions.
 fn prune_pod(p: &mut Pod) {
     prune(p);
     p.metadata.annotations = None;
@@ -199,6 +200,9 @@ impl Context {
             let found = cache.store().get(&ObjectRef::<K>::new(name).within(ns));
             Seen::in_cache(found.as_deref(), cache.resource_version())
         }
+        if kind == POD_KEY_KIND {
+            return seen(&self.pods, ns, name);
+        }
         match kind_of_key(kind) {
             Some(WorkloadKind::StatefulSet) => seen(&self.statefulsets, ns, name),
             Some(WorkloadKind::AdvancedStatefulSet) => seen(&self.advanced_statefulsets, ns, name),
@@ -214,6 +218,14 @@ impl Context {
 /// The key of a workload in the expectations: `<kind>/<name>`.
 pub fn expectation_key(kind: WorkloadKind, name: &str) -> String {
     format!("{kind:?}/{name}")
+}
+
+/// The kind part of a Pod's key in the expectations.
+const POD_KEY_KIND: &str = "Pod";
+
+/// The key of a Pod in the expectations (its reserved label written): `Pod/<name>`.
+pub fn pod_expectation_key(name: &str) -> String {
+    format!("{POD_KEY_KIND}/{name}")
 }
 
 fn kind_of_key(kind: &str) -> Option<WorkloadKind> {

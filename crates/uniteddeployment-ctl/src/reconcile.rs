@@ -1,29 +1,32 @@
 //! One reconcile: wait for the caches to show the last round's writes, sync the
-//! template's ControllerRevision, read the subset workloads, plan, write, report status,
-//! prune history. It decides nothing itself.
+//! template's ControllerRevision, read the subset workloads, plan, write (reserved labels
+//! of Pods, then the workloads), report status, prune history. It decides nothing itself.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
+use kruise_api::keys;
 use kruise_workload::expectations::Expected;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::events::{
     CONTROLLER_NAME, REASON_DELETE_SUBSET_FAILED, REASON_REVISION_PROVISION_FAILED,
     REASON_SPECIFY_SUBSET_REPLICAS_FAILED, REASON_UPDATE_SUBSET_FAILED,
 };
+use crate::plan::reserve::ReservedLabel;
 use crate::plan::status::{StatusInput, compute_status};
 use crate::plan::workload::owner_reference;
 use crate::plan::{WorkloadKind, WorkloadRef, World, Write, kept_workloads, plan};
-use crate::{Context, expectation_key};
+use crate::{Context, expectation_key, pod_expectation_key};
 
 /// Runs inside `Reconciler::run` (span, metrics, backoff).
 pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<Action> {
@@ -74,6 +77,11 @@ pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<A
         now,
     };
     let decision = plan(&world);
+    // Reservation: the Pods' reserved labels first (OpenKruise stops the round when one
+    // fails); the counts below were decided from the same verdicts.
+    for label in &decision.schedulability.labels {
+        label_pod(ctx, &ns, &uid, label, now).await?;
+    }
     if let Err(e) = &decision.allocation {
         ctx.events
             .warning(&owner, REASON_SPECIFY_SUBSET_REPLICAS_FAILED, e.to_string());
@@ -276,6 +284,38 @@ async fn carry_out(
         }
     }
     Ok(())
+}
+
+/// Writes a Pod's `apps.kruise.io/united-deployment-reserved-pod` label (a merge patch
+/// of that label alone), recorded in the expectations; a Pod already gone is skipped.
+async fn label_pod(
+    ctx: &Context,
+    ns: &str,
+    uid: &str,
+    label: &ReservedLabel,
+    now: jiff::Timestamp,
+) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let patch = json!({"metadata": {"labels": {(keys::UD_RESERVED_POD): label.value()}}});
+    match api
+        .patch(&label.pod, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(pod) => {
+            ctx.expectations.expect(
+                uid,
+                Expected::Updated {
+                    name: pod_expectation_key(&label.pod),
+                    resource_version: pod.resource_version().unwrap_or_default(),
+                },
+                now,
+            );
+            tracing::info!(pod = %label.pod, reserved = label.reserved, "labelled pod");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn failed_update(subset: &str, workload: &WorkloadRef, e: kube::Error) -> (&'static str, String) {

@@ -1341,6 +1341,8 @@ const UNITEDDEPLOYMENT_CHECKS: &str = "
     yes get    controllerrevisions.apps                                default
     yes delete controllerrevisions.apps                                default
     yes watch  pods                                                    *
+    # The reserved label of Pods (reserveUnschedulablePods).
+    yes patch  pods                                                    default
     yes create events.events.k8s.io                                    default
     yes create leases.coordination.k8s.io                              kruise-system
     yes patch  leases.coordination.k8s.io/uniteddeployment-controller  kruise-system
@@ -1356,10 +1358,10 @@ const UNITEDDEPLOYMENT_CHECKS: &str = "
     no  create uniteddeployments.apps.kruise.io                        default
     no  patch  uniteddeployments.apps.kruise.io                        default
     no  delete uniteddeployments.apps.kruise.io                        default
-    # Pods are only read: the subset workloads' controllers make them.
+    # Pods are the subset workloads' controllers': made and deleted by them.
     no  create pods                                                    default
     no  delete pods                                                    default
-    no  patch  pods                                                    default
+    no  update pods                                                    default
     no  create pods#eviction                                           default
     # Workload status belongs to the workloads' controllers.
     no  patch  deployments.apps#status                                 default

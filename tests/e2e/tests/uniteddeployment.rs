@@ -1,18 +1,20 @@
 //! UnitedDeployment on the real cluster: the seed's scenario (D4) over zone-a/zone-b with
 //! `apps/v1` Deployments (run by the local kube-controller-manager), scaling, a template
-//! change rolling every subset, a removed subset's workload deleted, admission; and the
-//! per-subset partition holding back an update with CloneSets (cloneset-ctl in-process).
+//! change rolling every subset, a removed subset's workload deleted, admission; the
+//! per-subset partition holding back an update with CloneSets (cloneset-ctl in-process);
+//! the Adaptive strategy, plain and with `reserveUnschedulablePods` (a subset whose nodes
+//! arrive later: a kwok node of the test's own, tainted for its namespace).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_api::apps_v1alpha1::{CloneSet, UnitedDeployment};
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, kubectl_async, wait_for};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -640,5 +642,251 @@ spec:
         }
         replicas([0, 3]).await
     })
+    .await;
+}
+
+/// The owner label and taint of a kwok node a test adds (never the 4 shared nodes).
+const OWNER: &str = "e2e.kruise.io/owner";
+
+/// A kwok node of this test only: labelled `e2e.kruise.io/owner=<ns>`, tainted so (only
+/// this test's Pods tolerate it), Ready. Deleted on drop.
+struct OwnNode {
+    name: String,
+}
+
+impl OwnNode {
+    async fn add(ns: &TestNamespace) -> Self {
+        let name = format!("{}-node", ns.name);
+        let api: Api<Node> = Api::all(ns.client.clone());
+        let taint = json!({"key": OWNER, "value": ns.name, "effect": "NoSchedule"});
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    OWNER: ns.name,
+                },
+            },
+            "spec": {"taints": [taint]},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        let own = OwnNode { name };
+        wait_for("the node to be Ready", TIMEOUT, || async {
+            let node = api.get(&own.name).await.map_err(|e| e.to_string())?;
+            let ready = node
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready {
+                Ok(())
+            } else {
+                Err("not Ready".into())
+            }
+        })
+        .await;
+        // The TaintNodesByCondition admission marked it not-ready; no node lifecycle
+        // controller lifts that here: keep only the owner taint.
+        api.patch(
+            &own.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [taint]}})),
+        )
+        .await
+        .expect("patch node taints");
+        own
+    }
+}
+
+impl Drop for OwnNode {
+    fn drop(&mut self) {
+        let _ = kruise_e2e::kubectl(&["delete", "node", &self.name, "--wait=false"], None);
+    }
+}
+
+/// Per subset: (phase, reserved label) of each live Pod, sorted.
+async fn pods_by_subset(
+    pods: &Api<Pod>,
+    selector: &str,
+) -> Result<BTreeMap<String, Vec<(String, String)>>, String> {
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for p in live_pods(pods, selector).await? {
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        let reserved = p
+            .labels()
+            .get(keys::UD_RESERVED_POD)
+            .cloned()
+            .unwrap_or_default();
+        out.entry(p.labels()[keys::UD_SUBSET_NAME].clone())
+            .or_default()
+            .push((phase, reserved));
+    }
+    out.values_mut().for_each(|v| v.sort());
+    Ok(out)
+}
+
+/// `reserveUnschedulablePods`: the Pods of a subset no node fits are kept and labelled
+/// reserved after `rescheduleCriticalSeconds`, replacements run in the next subset, the
+/// status counts them apart; once a node for them appears they run, and after
+/// `unschedulableDuration` Ready they are released and the replacements scaled away.
+#[tokio::test]
+async fn reserved_pods_are_kept_replaced_and_handed_back() {
+    let ns = TestNamespace::new("ud-reserve").await;
+    let _ctl = controller(&ns).await;
+    let yaml = format!(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: UnitedDeployment
+metadata:
+  name: reserve-ud
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: reserve-ud
+  template:
+    deploymentTemplate:
+      metadata:
+        labels:
+          app: reserve-ud
+      spec:
+        template:
+          metadata:
+            labels:
+              app: reserve-ud
+          spec:
+            containers:
+            - name: nginx
+              image: nginx:alpine
+  topology:
+    scheduleStrategy:
+      type: Adaptive
+      adaptive:
+        rescheduleCriticalSeconds: 3
+        unschedulableDuration: 2
+        reserveUnschedulablePods: true
+    subsets:
+    - name: later
+      nodeSelectorTerm:
+        matchExpressions:
+        - key: {OWNER}
+          operator: In
+          values: [{ns}]
+      tolerations:
+      - key: {OWNER}
+        operator: Equal
+        value: {ns}
+        effect: NoSchedule
+    - name: zone-a
+      nodeSelectorTerm:
+        matchExpressions:
+        - key: topology.kubernetes.io/zone
+          operator: In
+          values: [zone-a]
+"#,
+        ns = ns.name
+    );
+    ns.apply(&yaml).await.expect("apply ud");
+    let pods: Api<Pod> = ns.api();
+    let subset_status = |status: &kruise_api::apps_v1alpha1::UnitedDeploymentStatus| {
+        let later = status.subset_statuses.iter().find(|s| s.name == "later");
+        let condition = later
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Schedulable"))
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        (later.map_or(-1, |s| s.reserved_pods), condition)
+    };
+    let replicas = || async {
+        let by_subset = deployments_by_subset(&ns).await;
+        [
+            by_subset.get("later").map_or(-1, replicas_of),
+            by_subset.get("zone-a").map_or(-1, replicas_of),
+        ]
+    };
+    let pending_reserved = vec![
+        ("Pending".to_string(), "true".to_string()),
+        ("Pending".to_string(), "true".to_string()),
+    ];
+    let running = |label: &str| vec![("Running".to_string(), label.to_string()); 2];
+    wait_for(
+        "later's Pods reserved, 2 replacements in zone-a",
+        TIMEOUT,
+        || async {
+            let got = pods_by_subset(&pods, "app=reserve-ud").await?;
+            let want = BTreeMap::from([
+                ("later".to_string(), pending_reserved.clone()),
+                ("zone-a".to_string(), running("false")),
+            ]);
+            if got != want {
+                return Err(format!("pods {got:?}"));
+            }
+            let status = ud_status(&ns, "reserve-ud").await;
+            let later = subset_status(&status);
+            let want_later = (
+                2,
+                Some((
+                    "False".to_string(),
+                    "reschedule".to_string(),
+                    "reserved pods found".to_string(),
+                )),
+            );
+            if (status.reserved_pods, status.replicas, later.clone()) != (2, 2, want_later) {
+                return Err(format!(
+                    "reservedPods {} replicas {} later {later:?}",
+                    status.reserved_pods, status.replicas
+                ));
+            }
+            match replicas().await {
+                [2, 2] => Ok(()),
+                got => Err(format!("replicas later/zone-a {got:?}")),
+            }
+        },
+    )
+    .await;
+    let status = ud_status(&ns, "reserve-ud").await;
+    assert_eq!(
+        status.label_selector,
+        format!("app=reserve-ud,{}=false", keys::UD_RESERVED_POD),
+        "the scale subresource counts the Pods that work"
+    );
+    // The subset's nodes arrive: its Pods run, are released after 2 s Ready, and the
+    // replacements go.
+    let _node = OwnNode::add(&ns).await;
+    wait_for(
+        "later runs its own 2 Pods, no replacement left",
+        Duration::from_secs(90),
+        || async {
+            let got = pods_by_subset(&pods, "app=reserve-ud").await?;
+            let want = BTreeMap::from([("later".to_string(), running("false"))]);
+            if got != want {
+                return Err(format!("pods {got:?}"));
+            }
+            let status = ud_status(&ns, "reserve-ud").await;
+            let (reserved, condition) = subset_status(&status);
+            let schedulable = condition.as_ref().map(|c| c.0.as_str());
+            if (status.reserved_pods, status.replicas, reserved, schedulable)
+                != (0, 2, 0, Some("True"))
+            {
+                return Err(format!(
+                    "reservedPods {} replicas {} later {reserved} {condition:?}",
+                    status.reserved_pods, status.replicas
+                ));
+            }
+            match replicas().await {
+                [2, 0] => Ok(()),
+                got => Err(format!("replicas later/zone-a {got:?}")),
+            }
+        },
+    )
     .await;
 }

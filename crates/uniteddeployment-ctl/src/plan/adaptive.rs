@@ -8,7 +8,7 @@
 //! `unschedulableDuration` (default 300) it turns True again (reason `recover`) and takes
 //! replicas as before; a Pod still stuck there marks it again at once, so a subset whose
 //! pending Pods persist never recovers. Subsets without a workload yet are schedulable.
-//! `reserveUnschedulablePods` is not implemented: it is treated as plain Adaptive.
+//! With `reserveUnschedulablePods` the pending Pods are kept instead: see [`super::reserve`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +20,7 @@ use kruise_api::keys;
 use kruise_ordering::predicates;
 
 use super::Observed;
+use super::reserve::{ReservedLabel, SubsetReservation};
 
 /// Default `rescheduleCriticalSeconds`.
 pub const DEFAULT_RESCHEDULE_CRITICAL_SECONDS: i32 = 30;
@@ -38,8 +39,12 @@ pub struct Schedulability {
     /// The `Schedulable` condition of each subset that has one.
     pub conditions: BTreeMap<String, UnitedDeploymentSubsetCondition>,
     /// When to look again: a pending Pod reaching the critical time, or a subset's
-    /// recovery.
+    /// recovery (with reservation: a reserved Pod Ready long enough to be released).
     pub next_check: Option<Timestamp>,
+    /// With `reserveUnschedulablePods`: each subset with a workload, its reserved Pods.
+    pub reservations: BTreeMap<String, SubsetReservation>,
+    /// With `reserveUnschedulablePods`: the Pods whose reserved label is written.
+    pub labels: Vec<ReservedLabel>,
 }
 
 fn seconds(value: Option<i32>, default: i32) -> SignedDuration {

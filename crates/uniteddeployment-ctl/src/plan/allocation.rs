@@ -7,6 +7,9 @@
 //! - *Min/max* (some subset sets one, or the Adaptive strategy): every subset first gets
 //!   its minReplicas in spec order, then each is filled up to its maxReplicas in spec
 //!   order until spec.replicas is reached.
+//! - *Reserving* (Adaptive with `reserveUnschedulablePods`, [`allocate_reserving`]): the
+//!   same two passes, but a subset that cannot take Pods now keeps its replicas, and the
+//!   ones it cannot run are given again to the next subsets (temporary replacements).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -167,15 +170,9 @@ fn specific(
     Ok(allocation)
 }
 
-#[allow(
-    clippy::expect_used,
-    reason = "the entry is inserted for every subset above"
-)]
-fn min_max(
-    spec: &UnitedDeploymentSpec,
-    held: Option<&Held>,
-) -> Result<BTreeMap<String, i32>, AllocationError> {
-    let replicas = spec.replicas.unwrap_or(0);
+/// Each subset's `(name, minReplicas, maxReplicas)` in spec order (0 and unbounded when
+/// unset), percentages resolved against spec.replicas.
+fn raw_bounds(spec: &UnitedDeploymentSpec) -> Result<Vec<(&str, i32, i32)>, AllocationError> {
     let mut bounds = Vec::with_capacity(spec.topology.subsets.len());
     for (index, subset) in spec.topology.subsets.iter().enumerate() {
         let min = match &subset.min_replicas {
@@ -189,11 +186,28 @@ fn min_max(
         if min > max {
             return Err(AllocationError::MinAboveMax(index));
         }
+        bounds.push((subset.name.as_str(), min, max));
+    }
+    Ok(bounds)
+}
+
+#[allow(
+    clippy::expect_used,
+    reason = "the entry is inserted for every subset above"
+)]
+fn min_max(
+    spec: &UnitedDeploymentSpec,
+    held: Option<&Held>,
+) -> Result<BTreeMap<String, i32>, AllocationError> {
+    let replicas = spec.replicas.unwrap_or(0);
+    let mut bounds = Vec::with_capacity(spec.topology.subsets.len());
+    for (name, min, max) in raw_bounds(spec)? {
+        let subset_name = name;
         let (mut min, mut max) = (min, max);
         if let Some(held) = held {
-            let ready = held.ready.get(&subset.name).copied();
+            let ready = held.ready.get(subset_name).copied();
             match ready {
-                Some(ready) if held.unschedulable.contains(&subset.name) => {
+                Some(ready) if held.unschedulable.contains(subset_name) => {
                     min = min.max(ready);
                     max = max.min(ready);
                 }
@@ -201,7 +215,7 @@ fn min_max(
                 _ => {}
             }
         }
-        bounds.push((subset.name.as_str(), min, max));
+        bounds.push((subset_name, min, max));
     }
     let mut allocation = BTreeMap::new();
     let mut allocated = 0;
@@ -220,6 +234,104 @@ fn min_max(
         allocated += give;
     }
     Ok(allocation)
+}
+
+/// What the reserving allocation knows of a subset that has a workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reserving {
+    /// The workload's current replicas.
+    pub replicas: i32,
+    /// Its reserved Pods this round: a subset with any is unschedulable.
+    pub reserved: i32,
+    /// It reported `Schedulable=False` before this round: new, or just recovered, it
+    /// takes Pods only as fast as they prove they run.
+    pub marked: bool,
+}
+
+impl Reserving {
+    /// Has reserved Pods.
+    pub fn unschedulable(&self) -> bool {
+        self.reserved > 0
+    }
+
+    /// How many more replicas it is expected to run: unbounded for a subset that is
+    /// neither unschedulable nor marked, else its replicas that are not reserved (less
+    /// than 0 when more Pods are reserved than it has replicas, while it scales down).
+    fn room(&self) -> i64 {
+        if self.unschedulable() || self.marked {
+            i64::from(self.replicas) - i64::from(self.reserved)
+        } else {
+            i64::MAX
+        }
+    }
+}
+
+/// [`allocate`] under the Adaptive strategy with `reserveUnschedulablePods` (OpenKruise's
+/// reservation allocator). `subsets` holds each subset that has a workload; one without is
+/// schedulable.
+///
+/// Two passes in spec order as min/max: every subset up to its minReplicas, then each up
+/// to its maxReplicas, except that a subset with reserved Pods is filled only up to the
+/// replicas it has (it never grows while unschedulable). What a subset is given counts
+/// against spec.replicas only as far as it has room to run it; the rest (replicas whose
+/// Pods are, or will be, reserved) stays to be given to the next subsets, where it runs
+/// as temporary replacements. As reserved Pods start, the room grows and the
+/// replacements are scaled away.
+pub fn allocate_reserving(
+    spec: &UnitedDeploymentSpec,
+    subsets: &BTreeMap<String, Reserving>,
+) -> Result<BTreeMap<String, i32>, AllocationError> {
+    let bounds = raw_bounds(spec)?;
+    // Per subset: (replicas given, room left).
+    let mut given: BTreeMap<&str, (i64, i64)> = bounds
+        .iter()
+        .map(|&(name, _, _)| {
+            let room = subsets.get(name).map_or(i64::MAX, Reserving::room);
+            (name, (0, room))
+        })
+        .collect();
+    let mut rest = i64::from(spec.replicas.unwrap_or(0));
+    // Gives `name` up to `to` replicas out of `rest`; returns how many count as running.
+    let mut give = |name: &str, to: i64, rest: i64| -> i64 {
+        let Some((replicas, room)) = given.get_mut(name) else {
+            return 0;
+        };
+        let add = (to - *replicas).min(rest);
+        let fits = add.min((*room).max(0));
+        *replicas += add;
+        *room = room.saturating_sub(add);
+        fits.max(0)
+    };
+    'passes: for pass in [Pass::Min, Pass::Max] {
+        for &(name, min, max) in &bounds {
+            let to = match pass {
+                Pass::Min => min,
+                Pass::Max => match subsets.get(name) {
+                    Some(s) if s.unschedulable() => s.replicas,
+                    _ => max,
+                },
+            };
+            rest -= give(name, i64::from(to), rest);
+            if rest <= 0 {
+                break 'passes;
+            }
+        }
+    }
+    Ok(given
+        .into_iter()
+        .map(|(name, (replicas, _))| {
+            (
+                name.to_string(),
+                i32::try_from(replicas).unwrap_or(i32::MAX),
+            )
+        })
+        .collect())
+}
+
+#[derive(Clone, Copy)]
+enum Pass {
+    Min,
+    Max,
 }
 
 /// Each subset's partition: `manualUpdate.partitions[subset]` (0 when unset), at most
@@ -516,6 +628,128 @@ mod tests {
         );
     }
 
+    fn reserving(replicas: i32, reserved: i32, marked: bool) -> Reserving {
+        Reserving {
+            replicas,
+            reserved,
+            marked,
+        }
+    }
+
+    fn reserve_spec(replicas: i32, mins: [Option<i32>; 3]) -> UnitedDeploymentSpec {
+        let subsets = mins
+            .iter()
+            .enumerate()
+            .map(|(i, min)| bounded(&format!("subset-{i}"), min.map(IntOrString::Int), None))
+            .collect();
+        adaptive(spec(Some(replicas), subsets))
+    }
+
+    fn named(pairs: [(i32, i32, bool); 3]) -> BTreeMap<String, Reserving> {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, res, m))| (format!("subset-{i}"), reserving(r, res, m)))
+            .collect()
+    }
+
+    fn split(a: i32, b: i32, c: i32) -> BTreeMap<String, i32> {
+        current(&[("subset-0", a), ("subset-1", b), ("subset-2", c)])
+    }
+
+    #[test]
+    fn reserving_keeps_reserved_replicas_and_replaces_them_next() {
+        // OpenKruise's e2e "adaptive united deployment with unschedulable pods reserved":
+        // three unbounded subsets, 2 replicas.
+        let s = reserve_spec(2, [None, None, None]);
+        assert_eq!(
+            allocate_reserving(&s, &BTreeMap::new()).unwrap(),
+            split(2, 0, 0)
+        );
+        // subset-0's 2 Pods reserved: kept, and 2 replacements in subset-1.
+        let stuck0 = named([(2, 2, true), (0, 0, false), (0, 0, false)]);
+        assert_eq!(allocate_reserving(&s, &stuck0).unwrap(), split(2, 2, 0));
+        // subset-1's too: 2 more in subset-2.
+        let stuck01 = named([(2, 2, true), (2, 2, true), (0, 0, false)]);
+        assert_eq!(allocate_reserving(&s, &stuck01).unwrap(), split(2, 2, 2));
+        // Scaled to 4 and back: only the replacements move.
+        let s4 = reserve_spec(4, [None, None, None]);
+        let at2 = named([(2, 2, true), (2, 2, true), (2, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &at2).unwrap(), split(2, 2, 4));
+        // subset-0 recovered (its Pods run, the subset still marked): it takes all 4, the
+        // replacements stay until the 2 new Pods run too.
+        let recovered = named([(2, 0, true), (2, 2, true), (4, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &recovered).unwrap(), split(4, 2, 2));
+        // The new Pods reserved while they start: nothing moves.
+        let starting = named([(4, 2, true), (2, 2, true), (2, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &starting).unwrap(), split(4, 2, 2));
+        // All 4 run: the replacements and subset-1's reserved Pods go.
+        let running = named([(4, 0, true), (2, 2, true), (2, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &running).unwrap(), split(4, 0, 0));
+        let settled = named([(4, 0, false), (0, 0, false), (0, 0, false)]);
+        let s5 = reserve_spec(5, [None, None, None]);
+        assert_eq!(allocate_reserving(&s5, &settled).unwrap(), split(5, 0, 0));
+    }
+
+    #[test]
+    fn reserving_with_min_replicas() {
+        // "adaptive united deployment with reserved pods and min replicas": subset-0 and
+        // subset-1 min 1, 2 replicas.
+        let s = reserve_spec(2, [Some(1), Some(1), None]);
+        assert_eq!(
+            allocate_reserving(&s, &BTreeMap::new()).unwrap(),
+            split(1, 1, 0)
+        );
+        let stuck = named([(1, 1, false), (1, 1, false), (0, 0, false)]);
+        assert_eq!(allocate_reserving(&s, &stuck).unwrap(), split(1, 1, 2));
+        let s4 = reserve_spec(4, [Some(1), Some(1), None]);
+        let at2 = named([(1, 1, true), (1, 1, true), (2, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &at2).unwrap(), split(1, 1, 4));
+        // subset-0 recovered: 4 there (3 new Pods on probation), 3 replacements kept.
+        let recovered = named([(1, 0, true), (1, 1, true), (4, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &recovered).unwrap(), split(4, 1, 3));
+        let starting = named([(4, 3, true), (1, 1, true), (3, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &starting).unwrap(), split(4, 1, 3));
+        let running = named([(4, 0, true), (1, 1, true), (3, 0, false)]);
+        assert_eq!(allocate_reserving(&s4, &running).unwrap(), split(4, 1, 0));
+        let s5 = reserve_spec(5, [Some(1), Some(1), None]);
+        let settled = named([(4, 0, false), (1, 1, true), (0, 0, false)]);
+        assert_eq!(allocate_reserving(&s5, &settled).unwrap(), split(5, 1, 0));
+    }
+
+    #[test]
+    fn reserving_respects_max_and_bad_bounds() {
+        let s = adaptive(spec(
+            Some(5),
+            vec![
+                bounded("a", None, Some(IntOrString::Int(2))),
+                bounded("b", None, Some(IntOrString::Int(1))),
+                subset("c"),
+            ],
+        ));
+        // a has 1 of its 2 Pods reserved: 1 replacement, in b up to its max, then c.
+        let subsets = BTreeMap::from([
+            ("a".to_string(), reserving(2, 1, true)),
+            ("b".to_string(), reserving(1, 0, false)),
+        ]);
+        assert_eq!(
+            allocate_reserving(&s, &subsets).unwrap(),
+            current(&[("a", 2), ("b", 1), ("c", 3)])
+        );
+        let bad = adaptive(spec(
+            Some(1),
+            vec![bounded(
+                "a",
+                Some(IntOrString::Int(3)),
+                Some(IntOrString::Int(2)),
+            )],
+        ));
+        assert_eq!(
+            allocate_reserving(&bad, &BTreeMap::new()),
+            Err(AllocationError::MinAboveMax(0))
+        );
+    }
+
     fn int_or_percent() -> impl Strategy<Value = IntOrString> {
         prop_oneof![
             (0..20i32).prop_map(IntOrString::Int),
@@ -595,6 +829,51 @@ mod tests {
             }
             let sum: i32 = got.values().sum();
             prop_assert_eq!(i64::from(sum), i64::from(replicas).min(capacity));
+        }
+
+        /// Reserving: with nothing reserved or marked it is the plain min/max split; in
+        /// any state no subset goes negative, a subset with reserved Pods never grows
+        /// beyond its replicas (or its min), a schedulable one never beyond its max, and
+        /// the replicas expected to run (a subset's allocation up to its room) add up to
+        /// spec.replicas whenever a schedulable unbounded subset can take the rest.
+        #[test]
+        fn reserving_replaces_exactly_what_cannot_run(
+            replicas in 0..40i32,
+            states in proptest::collection::vec(
+                (0..4i32, proptest::option::of(0..6i32), proptest::option::of((0..10i32, 0..10i32, any::<bool>()))),
+                1..6,
+            ),
+        ) {
+            let subsets: Vec<Subset> = states.iter().enumerate().map(|(i, (min, max, _))| {
+                bounded(&format!("s{i}"), Some(IntOrString::Int(*min)), max.map(|m| IntOrString::Int(m + min)))
+            }).collect();
+            let s = adaptive(spec(Some(replicas), subsets));
+            let existing: BTreeMap<String, Reserving> = states.iter().enumerate()
+                .filter_map(|(i, (_, _, w))| w.map(|(r, res, m)| (format!("s{i}"), reserving(r, res.min(r + 2), m))))
+                .collect();
+            let got = allocate_reserving(&s, &existing).unwrap();
+            if existing.values().all(|r| !r.unschedulable() && !r.marked) {
+                prop_assert_eq!(&got, &min_max(&s, None).unwrap());
+            }
+            let mut running = 0i64;
+            let mut open_end = false;
+            for (i, (min, max, _)) in states.iter().enumerate() {
+                let name = format!("s{i}");
+                let r = got[&name];
+                prop_assert!(r >= 0);
+                match existing.get(&name) {
+                    Some(w) if w.unschedulable() => prop_assert!(r <= w.replicas.max(*min)),
+                    _ => if let Some(max) = max { prop_assert!(r <= max + min) },
+                }
+                let room = existing.get(&name).map_or(i64::MAX, Reserving::room).max(0);
+                running += i64::from(r).min(room);
+                let schedulable = existing.get(&name).is_none_or(|w| !w.unschedulable() && !w.marked);
+                open_end |= schedulable && max.is_none();
+            }
+            prop_assert!(running <= i64::from(replicas));
+            if open_end {
+                prop_assert_eq!(running, i64::from(replicas));
+            }
         }
 
         /// A partition never exceeds its subset's replicas and never goes negative.

@@ -4,6 +4,7 @@
 
 pub mod adaptive;
 pub mod allocation;
+pub mod reserve;
 pub mod status;
 pub mod workload;
 
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use adaptive::Schedulability;
 
@@ -90,8 +91,17 @@ pub struct Decision {
     /// Partition per subset (empty when the allocation failed).
     pub partitions: BTreeMap<String, i32>,
     pub writes: Vec<Write>,
-    /// Adaptive: the subsets' `Schedulable` conditions and when to look again.
+    /// Adaptive: the subsets' `Schedulable` conditions and when to look again; with
+    /// `reserveUnschedulablePods` also the reserved Pods and the labels to write.
     pub schedulability: Schedulability,
+}
+
+/// The maxUnavailable a write under `reserveUnschedulablePods` carries.
+enum Override {
+    /// A subset with reserved Pods: this many may be unavailable.
+    Unavailable(i32),
+    /// Any other subset: the template's value (`Null`: unset).
+    Template(Value),
 }
 
 /// The workloads to keep, one per subset of the spec: the oldest live one of the
@@ -149,17 +159,49 @@ pub fn plan(world: &World<'_>) -> Decision {
         });
     }
 
-    let current: BTreeMap<String, i32> =
-        kept.iter().map(|(s, w)| (s.clone(), w.replicas)).collect();
-    let schedulability = adaptive::schedulability(ud, &kept, &world.pods, world.now);
-    let held = allocation::Held {
-        ready: kept
+    let reserving = ud
+        .spec
+        .topology
+        .schedule_strategy
+        .should_reserve_unschedulable_pods();
+    let (mut schedulability, allocation) = if reserving {
+        let schedulability =
+            reserve::schedulability(ud, &kept, &world.pods, world.revision, world.now);
+        let subsets = kept
             .iter()
-            .map(|(s, w)| (s.clone(), w.ready_replicas))
-            .collect(),
-        unschedulable: schedulability.unschedulable.clone(),
+            .map(|(s, w)| {
+                let r = schedulability
+                    .reservations
+                    .get(s)
+                    .copied()
+                    .unwrap_or_default();
+                let state = allocation::Reserving {
+                    replicas: w.replicas,
+                    reserved: r.reserved,
+                    marked: r.marked,
+                };
+                (s.clone(), state)
+            })
+            .collect();
+        let allocation = allocation::allocate_reserving(&ud.spec, &subsets);
+        (schedulability, allocation)
+    } else {
+        let current: BTreeMap<String, i32> =
+            kept.iter().map(|(s, w)| (s.clone(), w.replicas)).collect();
+        let schedulability = adaptive::schedulability(ud, &kept, &world.pods, world.now);
+        let held = allocation::Held {
+            ready: kept
+                .iter()
+                .map(|(s, w)| (s.clone(), w.ready_replicas))
+                .collect(),
+            unschedulable: schedulability.unschedulable.clone(),
+        };
+        let allocation = allocation::allocate_adaptive(&ud.spec, &current, &held);
+        (schedulability, allocation)
     };
-    let allocation = allocation::allocate_adaptive(&ud.spec, &current, &held);
+    if let (true, Ok(replicas)) = (reserving, &allocation) {
+        reserve::after_allocation(&mut schedulability, &kept, replicas, world.now);
+    }
     let (Ok(replicas), Some(kind)) = (&allocation, kind) else {
         return Decision {
             allocation,
@@ -182,9 +224,23 @@ pub fn plan(world: &World<'_>) -> Decision {
             replicas: want_replicas,
             partition: want_partition,
         };
-        let Some(object) = workload::desired(&build) else {
+        let Some(mut object) = workload::desired(&build) else {
             continue;
         };
+        // Reservation: the workload of a subset with reserved Pods may have them all
+        // unavailable at once, so an update replaces its pending Pods; any other write
+        // gives the template's value back.
+        let max_unavailable = reserving
+            .then(|| workload::max_unavailable_of(kind, &object))
+            .flatten()
+            .map(
+                |template| match (kept.get(&name), schedulability.reservations.get(&name)) {
+                    (Some(w), Some(r)) if r.reserved > 0 => Override::Unavailable(
+                        (w.replicas - w.ready_replicas + r.update_timeouts).max(1),
+                    ),
+                    _ => Override::Template(template),
+                },
+            );
         let Some(existing) = kept.get(&name) else {
             writes.push(Write::Create {
                 subset: name,
@@ -195,6 +251,9 @@ pub fn plan(world: &World<'_>) -> Decision {
         let stale = existing.revision() != Some(world.revision)
             || existing.patch() != workload::patch_annotation(subset).as_deref();
         if stale {
+            if let Some(Override::Unavailable(n)) = &max_unavailable {
+                workload::put_max_unavailable(kind, &mut object, json!(n));
+            }
             writes.push(Write::Replace {
                 subset: name,
                 workload: WorkloadRef::of(existing),
@@ -206,10 +265,18 @@ pub fn plan(world: &World<'_>) -> Decision {
         let partition = workload::partition_of(kind, &object);
         let partition_differs = partition.is_some_and(|p| existing.partition.unwrap_or(0) != p);
         if existing.replicas != want_replicas || partition_differs {
+            let mut patch = workload::scale_patch(kind, want_replicas, partition);
+            match max_unavailable {
+                Some(Override::Unavailable(n)) => {
+                    workload::put_max_unavailable(kind, &mut patch, json!(n));
+                }
+                Some(Override::Template(v)) => workload::put_max_unavailable(kind, &mut patch, v),
+                None => {}
+            }
             writes.push(Write::Scale {
                 subset: name,
                 workload: WorkloadRef::of(existing),
-                patch: workload::scale_patch(kind, want_replicas, partition),
+                patch,
             });
         }
     }

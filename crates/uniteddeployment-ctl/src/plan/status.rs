@@ -1,5 +1,5 @@
-//! The UD's status (spec 2.4.4), computed from the kept subset workloads and their Pods.
-//! Pure.
+//! The UD's status (spec 2.4.4), computed from the kept subset workloads and their Pods
+//! (reserved Pods apart: `reservedPods`, not `replicas`). Pure.
 
 use std::collections::BTreeMap;
 
@@ -36,10 +36,21 @@ pub fn compute_status(input: &StatusInput<'_>, decision: &Decision) -> UnitedDep
         Ok(a) => a.clone(),
         Err(_) => old.subset_replicas.clone(),
     };
+    let mut label_selector = kruise_ordering::selector::format_selector(&ud.spec.selector);
+    if ud
+        .spec
+        .topology
+        .schedule_strategy
+        .should_reserve_unschedulable_pods()
+    {
+        // The scale subresource (an HPA) counts the Pods that do the work.
+        let sep = if label_selector.is_empty() { "" } else { "," };
+        label_selector.push_str(&format!("{sep}{}=false", keys::UD_RESERVED_POD));
+    }
     let mut status = UnitedDeploymentStatus {
         observed_generation: ud.metadata.generation.unwrap_or(0),
         collision_count: input.collision_count.or(old.collision_count),
-        label_selector: kruise_ordering::selector::format_selector(&ud.spec.selector),
+        label_selector,
         subset_replicas: subset_replicas.clone(),
         ..Default::default()
     };
@@ -59,7 +70,14 @@ pub fn compute_status(input: &StatusInput<'_>, decision: &Decision) -> UnitedDep
                 updated_ready += i32::from(predicates::is_ready(pod));
             }
         }
-        status.replicas += replicas;
+        let reserved = decision
+            .schedulability
+            .reservations
+            .get(name)
+            .map_or(0, |r| r.reserved);
+        // Reserved Pods are counted apart (`reservedPods`), not as replicas.
+        status.replicas += replicas - reserved;
+        status.reserved_pods += reserved;
         status.ready_replicas += ready;
         status.updated_replicas += updated;
         status.updated_ready_replicas += updated_ready;
@@ -68,6 +86,7 @@ pub fn compute_status(input: &StatusInput<'_>, decision: &Decision) -> UnitedDep
             replicas: subset_replicas.get(name).copied().unwrap_or(replicas),
             ready_replicas: ready,
             partition: decision.partitions.get(name).copied().unwrap_or(0),
+            reserved_pods: reserved,
             conditions: decision
                 .schedulability
                 .conditions
@@ -75,7 +94,6 @@ pub fn compute_status(input: &StatusInput<'_>, decision: &Decision) -> UnitedDep
                 .cloned()
                 .into_iter()
                 .collect(),
-            ..Default::default()
         });
     }
     status.update_status = Some(UpdateStatus {

@@ -372,3 +372,132 @@ fn adaptive_moves_a_stuck_subsets_replicas_and_reports_it() {
         Some(now + jiff::SignedDuration::from_secs(300))
     );
 }
+
+#[test]
+fn reservation_keeps_stuck_pods_and_replaces_them_in_the_next_subset() {
+    let mut ud = ud(json!({}), &["subset-a", "subset-b", "subset-c"]);
+    ud.spec.replicas = Some(2);
+    ud.spec.topology.schedule_strategy = serde_json::from_value(json!({"type": "Adaptive",
+        "adaptive": {"rescheduleCriticalSeconds": 10, "reserveUnschedulablePods": true}}))
+    .unwrap();
+    ud.status = Some(kruise_api::apps_v1alpha1::UnitedDeploymentStatus {
+        subset_statuses: ["subset-a", "subset-b", "subset-c"]
+            .map(
+                |name| kruise_api::apps_v1alpha1::UnitedDeploymentSubsetStatus {
+                    name: name.into(),
+                    ..Default::default()
+                },
+            )
+            .into(),
+        ..Default::default()
+    });
+    let mut a = cs("a1", "subset-a", 2);
+    a.ready_replicas = 0;
+    let (b, c) = (cs("b1", "subset-b", 0), cs("c1", "subset-c", 0));
+    let pending = |name: &str| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "creationTimestamp": "1970-01-01T00:00:00Z", "labels": {
+                "app": "sample", (keys::UD_SUBSET_NAME): "subset-a",
+                (keys::UD_CONTROLLER_REVISION_HASH): "rev-1"}},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+        }))
+        .unwrap()
+    };
+    let pods = [pending("a1-x"), pending("a1-y")];
+    let now = jiff::Timestamp::from_second(10).unwrap();
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a, &b, &c],
+        pods: pods.iter().collect(),
+        now,
+    };
+    let d = plan(&world);
+    let labelled: Vec<_> = d
+        .schedulability
+        .labels
+        .iter()
+        .map(|l| (l.pod.as_str(), l.value()))
+        .collect();
+    assert_eq!(labelled, [("a1-x", "true"), ("a1-y", "true")]);
+    // subset-a keeps its 2 (reserved) Pods, subset-b runs 2 replacements.
+    assert_eq!(
+        d.allocation.as_ref().unwrap(),
+        &BTreeMap::from([
+            ("subset-a".to_string(), 2),
+            ("subset-b".to_string(), 2),
+            ("subset-c".to_string(), 0)
+        ])
+    );
+    // A schedulable subset's write gives back the template's maxUnavailable (none).
+    assert_eq!(
+        d.writes,
+        [Write::Scale {
+            subset: "subset-b".into(),
+            workload: WorkloadRef {
+                kind: WorkloadKind::CloneSet,
+                name: "b1".into()
+            },
+            patch: json!({"spec": {"replicas": 2, "updateStrategy": {"partition": 0, "maxUnavailable": null}}}),
+        }]
+    );
+    let kept = kept_workloads(&world);
+    let pod_refs: Vec<_> = pods.iter().collect();
+    let status = compute_status(
+        &StatusInput {
+            ud: &ud,
+            revision: "rev-1",
+            collision_count: None,
+            kept: &kept,
+            pods: &pod_refs,
+            failures: &[],
+            now,
+        },
+        &d,
+    );
+    assert_eq!((status.replicas, status.reserved_pods), (0, 2));
+    assert_eq!(status.subset_statuses[0].reserved_pods, 2);
+    assert_eq!(status.subset_statuses[0].conditions[0].status, "False");
+    assert_eq!(status.subset_statuses[1].conditions[0].status, "True");
+    assert_eq!(
+        status.label_selector,
+        format!("app=sample,{}=false", keys::UD_RESERVED_POD)
+    );
+
+    // A new template: the stuck subset's workload may lose all its Pods at once, so its
+    // pending ones are replaced by Pods of the new revision.
+    let labelled_pods = pods.clone().map(|mut p| {
+        let labels = p.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert(keys::UD_RESERVED_POD.into(), "true".into());
+        p
+    });
+    let world = World {
+        revision: "rev-2",
+        pods: labelled_pods.iter().collect(),
+        ..world
+    };
+    let d = plan(&world);
+    let replaced = d
+        .writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Replace { subset, object, .. } if subset == "subset-a" => Some(object),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(replaced["spec"]["updateStrategy"]["maxUnavailable"], 2);
+    let other = d
+        .writes
+        .iter()
+        .find_map(|w| match w {
+            Write::Replace { subset, object, .. } if subset == "subset-c" => Some(object),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        other["spec"]["updateStrategy"]
+            .get("maxUnavailable")
+            .is_none()
+    );
+}

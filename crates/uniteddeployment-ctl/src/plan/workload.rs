@@ -89,6 +89,16 @@ impl WorkloadKind {
             WorkloadKind::Deployment => None,
         }
     }
+
+    /// Where the workload keeps its rolling update's maxUnavailable (set by the UD only
+    /// for `reserveUnschedulablePods`, which admission allows for these two kinds).
+    pub fn max_unavailable_path(self) -> Option<&'static [&'static str]> {
+        match self {
+            WorkloadKind::CloneSet => Some(&["updateStrategy", "maxUnavailable"]),
+            WorkloadKind::Deployment => Some(&["strategy", "rollingUpdate", "maxUnavailable"]),
+            WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => None,
+        }
+    }
 }
 
 /// A subset workload as the plan sees it, whatever its kind.
@@ -295,6 +305,39 @@ pub fn scale_patch(kind: WorkloadKind, replicas: i32, partition: Option<i32>) ->
         set_path(&mut spec, path, json!(partition));
     }
     json!({ "spec": spec })
+}
+
+/// The maxUnavailable a built workload object carries from the template (`Null` when
+/// unset); `None` when it can carry none (a StatefulSet, or a Deployment whose strategy
+/// is `Recreate`, which takes no rollingUpdate).
+pub fn max_unavailable_of(kind: WorkloadKind, object: &Value) -> Option<Value> {
+    let path = kind.max_unavailable_path()?;
+    let spec = object.get("spec")?;
+    if kind == WorkloadKind::Deployment
+        && spec
+            .pointer("/strategy/type")
+            .is_some_and(|t| t == "Recreate")
+    {
+        return None;
+    }
+    let mut at = spec;
+    for key in path {
+        match at.get(*key) {
+            Some(next) => at = next,
+            None => return Some(Value::Null),
+        }
+    }
+    Some(at.clone())
+}
+
+/// Sets maxUnavailable under `spec` of a workload object or of a merge patch (`Null`
+/// in a patch removes it).
+pub fn put_max_unavailable(kind: WorkloadKind, target: &mut Value, value: Value) {
+    let Some(path) = kind.max_unavailable_path() else {
+        return;
+    };
+    let spec = object(object(target).entry("spec").or_insert_with(|| json!({})));
+    set_path(spec, path, value);
 }
 
 /// The UD's selector plus `apps.kruise.io/subset-name=<subset>`.
