@@ -21,7 +21,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-const OWNER: &str = "e2e.kruise.io/owner";
+pub(crate) const OWNER: &str = "e2e.kruise.io/owner";
 const OLD_IMAGE: &str = "nginx:1.7.9";
 const NEW_IMAGE: &str = "nginx:1.9.1";
 
@@ -213,13 +213,13 @@ async fn created_events(ns: &TestNamespace, name: &str) -> Vec<String> {
 
 /// A kwok node of this test only: tainted `e2e.kruise.io/owner=<ns>:NoSchedule`,
 /// labelled `e2e.kruise.io/owner=<ns>`. Deleted on drop.
-struct OwnNode {
+pub(crate) struct OwnNode {
     name: String,
     api: Api<Node>,
 }
 
 impl OwnNode {
-    async fn add(ns: &TestNamespace, suffix: &str) -> Self {
+    pub(crate) async fn add(ns: &TestNamespace, suffix: &str) -> Self {
         let name = format!("{}-{suffix}", ns.name);
         let api: Api<Node> = Api::all(ns.client.clone());
         let taint = json!({"key": OWNER, "value": ns.name, "effect": "NoSchedule"});

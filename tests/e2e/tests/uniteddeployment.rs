@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::{CloneSet, UnitedDeployment};
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, kubectl_async, wait_for};
+
+use crate::daemonset::{OWNER, OwnNode};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -645,73 +647,6 @@ spec:
     .await;
 }
 
-/// The owner label and taint of a kwok node a test adds (never the 4 shared nodes).
-const OWNER: &str = "e2e.kruise.io/owner";
-
-/// A kwok node of this test only: labelled `e2e.kruise.io/owner=<ns>`, tainted so (only
-/// this test's Pods tolerate it), Ready. Deleted on drop.
-struct OwnNode {
-    name: String,
-}
-
-impl OwnNode {
-    async fn add(ns: &TestNamespace) -> Self {
-        let name = format!("{}-node", ns.name);
-        let api: Api<Node> = Api::all(ns.client.clone());
-        let taint = json!({"key": OWNER, "value": ns.name, "effect": "NoSchedule"});
-        let node: Node = serde_json::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-                "labels": {
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    OWNER: ns.name,
-                },
-            },
-            "spec": {"taints": [taint]},
-        }))
-        .unwrap();
-        api.create(&PostParams::default(), &node)
-            .await
-            .expect("create node");
-        let own = OwnNode { name };
-        wait_for("the node to be Ready", TIMEOUT, || async {
-            let node = api.get(&own.name).await.map_err(|e| e.to_string())?;
-            let ready = node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-            if ready {
-                Ok(())
-            } else {
-                Err("not Ready".into())
-            }
-        })
-        .await;
-        // The TaintNodesByCondition admission marked it not-ready; no node lifecycle
-        // controller lifts that here: keep only the owner taint.
-        api.patch(
-            &own.name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"taints": [taint]}})),
-        )
-        .await
-        .expect("patch node taints");
-        own
-    }
-}
-
-impl Drop for OwnNode {
-    fn drop(&mut self) {
-        let _ = kruise_e2e::kubectl(&["delete", "node", &self.name, "--wait=false"], None);
-    }
-}
-
 /// Per subset: (phase, reserved label) of each live Pod, sorted.
 async fn pods_by_subset(
     pods: &Api<Pod>,
@@ -861,7 +796,7 @@ spec:
     );
     // The subset's nodes arrive: its Pods run, are released after 2 s Ready, and the
     // replacements go.
-    let _node = OwnNode::add(&ns).await;
+    let _node = OwnNode::add(&ns, "node").await;
     wait_for(
         "later runs its own 2 Pods, no replacement left",
         Duration::from_secs(90),

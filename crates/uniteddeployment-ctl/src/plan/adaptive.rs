@@ -53,11 +53,11 @@ fn seconds(value: Option<i32>, default: i32) -> SignedDuration {
 
 /// `condition` moved to `status`/`reason`; its transition time changes only when one of
 /// them does (as OpenKruise's `SetCondition`).
-fn set(
+pub(super) fn set(
     condition: Option<UnitedDeploymentSubsetCondition>,
     status: &str,
     reason: &str,
-    message: String,
+    message: impl Into<String>,
     now: Timestamp,
 ) -> UnitedDeploymentSubsetCondition {
     match condition {
@@ -67,7 +67,7 @@ fn set(
             status: status.to_string(),
             last_transition_time: Some(Time(now)),
             reason: reason.to_string(),
-            message,
+            message: message.into(),
         },
     }
 }

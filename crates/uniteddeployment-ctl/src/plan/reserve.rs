@@ -25,12 +25,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_api::apps_v1alpha1::{UnitedDeployment, UnitedDeploymentSubsetCondition};
+use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_api::keys;
 use kruise_ordering::predicates;
 
-use super::adaptive::REASON_RESCHEDULE;
+use super::adaptive::{REASON_RESCHEDULE, set};
 use super::{Observed, Schedulability};
 
 /// Reason of the `Schedulable=False` condition a subset added to a UD that already had
@@ -79,27 +78,6 @@ pub fn reserved_label(pod: &Pod) -> Option<bool> {
 
 fn seconds(secs: i32) -> SignedDuration {
     SignedDuration::from_secs(i64::from(secs.max(0)))
-}
-
-/// `condition` moved to `status`/`reason` (as [`super::adaptive`]'s: the transition time
-/// and message change only when the status or reason does).
-fn set(
-    condition: Option<UnitedDeploymentSubsetCondition>,
-    status: &str,
-    reason: &str,
-    message: &str,
-    now: Timestamp,
-) -> UnitedDeploymentSubsetCondition {
-    match condition {
-        Some(c) if c.status == status && c.reason == reason => c,
-        _ => UnitedDeploymentSubsetCondition {
-            type_: keys::SUBSET_CONDITION_SCHEDULABLE.to_string(),
-            status: status.to_string(),
-            last_transition_time: Some(Time(now)),
-            reason: reason.to_string(),
-            message: message.to_string(),
-        },
-    }
 }
 
 /// Whether one Pod is reserved now, and when to look at it again.

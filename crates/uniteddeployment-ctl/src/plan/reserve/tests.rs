@@ -1,7 +1,8 @@
 use super::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kruise_api::apps_v1alpha1::{
-    UnitedDeploymentCondition, UnitedDeploymentStatus, UnitedDeploymentSubsetStatus,
+    UnitedDeploymentCondition, UnitedDeploymentStatus, UnitedDeploymentSubsetCondition,
+    UnitedDeploymentSubsetStatus,
 };
 use serde_json::{Value, json};
 
