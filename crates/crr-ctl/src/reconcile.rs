@@ -47,10 +47,13 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
                     "finalizers": finalizers,
                     "resourceVersion": resource_version,
                 }});
-                resource_version = crrs
+                let written = crrs
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?
-                    .resource_version();
+                    .await;
+                match fresh(written)? {
+                    Some(rv) => resource_version = rv,
+                    None => return Ok(Requeue::await_change()),
+                }
             }
             Action::RemoveActiveLabel => {
                 let patch = json!({"metadata": {"labels": {keys::CRR_ACTIVE: null}}});
@@ -88,10 +91,13 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
                     "metadata": {"resourceVersion": resource_version},
                     "status": status,
                 });
-                resource_version = crrs
+                let written = crrs
                     .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?
-                    .resource_version();
+                    .await;
+                match fresh(written)? {
+                    Some(rv) => resource_version = rv,
+                    None => return Ok(Requeue::await_change()),
+                }
                 tracing::info!(crr = %name, %message, "completed");
             }
             Action::SyncContainerStatuses(synced) => {
@@ -102,11 +108,20 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
                     .resource_version();
             }
             Action::AnnotateUnreadyAcquired(at) => {
-                let patch = json!({"metadata": {"annotations": {keys::CRR_UNREADY_ACQUIRED: at}}});
-                resource_version = crrs
+                // With the resourceVersion: the annotation is immutable once set (the
+                // webhook refuses a second value with a 403), and a decision read from a
+                // cache that has not seen our first write would try exactly that.
+                let patch = json!({"metadata": {
+                    "annotations": {keys::CRR_UNREADY_ACQUIRED: at},
+                    "resourceVersion": resource_version,
+                }});
+                let written = crrs
                     .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?
-                    .resource_version();
+                    .await;
+                match fresh(written)? {
+                    Some(rv) => resource_version = rv,
+                    None => return Ok(Requeue::await_change()),
+                }
             }
         }
     }
@@ -114,4 +129,15 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
         Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
+}
+
+/// The new resourceVersion of a guarded write, or `None` when it lost to a newer version
+/// of the request (409): the round was decided from a stale cache, and the watch brings
+/// the newer version, which is decided again.
+fn fresh(written: kube::Result<ContainerRecreateRequest>) -> Result<Option<Option<String>>> {
+    match written {
+        Ok(crr) => Ok(Some(crr.resource_version())),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
