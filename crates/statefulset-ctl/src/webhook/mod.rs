@@ -54,10 +54,18 @@ pub enum Rejection {
 /// `TemplateNoDefaults` gate; `resize` is a client under `StatefulSetAutoResizePVCGate`,
 /// to read the StorageClasses a claim template change is checked against ([`vct`]).
 pub fn routes(template_defaults: bool, resize: Option<kube::Client>) -> Vec<Route> {
+    let resize_gate = resize.is_some();
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-statefulset",
-        defaulting(move |object, old| with_defaults_for(object, old, template_defaults)),
+        defaulting(move |object, old| {
+            let defaulted = with_defaults_for(object, old, template_defaults);
+            if resize_gate {
+                defaults::with_resize_default(defaulted)
+            } else {
+                defaulted
+            }
+        }),
     );
     let validate_route = Route::new(
         VALIDATE_PATH,

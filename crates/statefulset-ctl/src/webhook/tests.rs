@@ -1023,6 +1023,20 @@ mod claim_templates {
     }
 
     #[test]
+    fn the_gate_defaults_the_strategy_to_on_delete() {
+        let d = super::super::defaults::with_resize_default(json!({"spec": {}}));
+        assert_eq!(
+            d["spec"]["volumeClaimUpdateStrategy"],
+            json!({"type": "OnDelete"})
+        );
+        let kept = json!({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}});
+        assert_eq!(
+            super::super::defaults::with_resize_default(kept.clone()),
+            kept
+        );
+    }
+
+    #[test]
     fn on_delete_or_unchanged_templates_are_not_checked() {
         let (old, new) = (
             set(None, vec![template("data", Some("deny"), "1Gi")]),
