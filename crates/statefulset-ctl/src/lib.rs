@@ -44,6 +44,7 @@ pub fn options(runtime: &Runtime) -> Options {
         auto_delete_pvc: g.enabled(gates::STATEFULSET_AUTO_DELETE_PVC),
         pod_index_label: g.enabled(gates::POD_INDEX_LABEL),
         predownload: g.enabled(gates::PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE),
+        auto_resize_pvc: g.enabled(gates::STATEFULSET_AUTO_RESIZE_PVC_GATE),
     }
 }
 
@@ -87,7 +88,10 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
 /// the lease holder reconciles, a StatefulSet whenever it or one of its Pods changes.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
-    let routes = webhook::routes(!runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS));
+    let routes = webhook::routes(
+        !runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS),
+        ctx.options.auto_resize_pvc.then(|| runtime.client.clone()),
+    );
     let (r, sets, pods) = (&ctx.reconciler, &ctx.sets, &ctx.pods);
     let controller =
         |workers| r.run_controller(sets, pods, workers, ctx.clone(), reconcile::reconcile);

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_api::apps_v1beta1::StatefulSet;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kruise_api::apps_v1beta1::{StatefulSet, VolumeClaimUpdateStrategyType};
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::predownload;
 use kruise_workload::revision::revision_data;
@@ -76,10 +77,12 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         ctx.revisions.owned_by(&uid),
     )
     .await?;
+    let storage_classes = storage_classes(ctx, sts).await?;
     let world = World {
         sts,
         pods: matching.iter().map(AsRef::as_ref).collect(),
         pvcs: claims.iter().map(AsRef::as_ref).collect(),
+        storage_classes: storage_classes.iter().collect(),
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: revisions.all.iter().collect(),
@@ -164,4 +167,18 @@ fn claims_of(ctx: &Context, sts: &StatefulSet, ns: &str) -> Vec<Arc<PersistentVo
             })
         })
         .collect()
+}
+
+/// The StorageClasses, read only when this set may resize its claims (spec 4.3.10: a
+/// claim is only resized if its class allows volume expansion).
+async fn storage_classes(ctx: &Context, sts: &StatefulSet) -> Result<Vec<StorageClass>> {
+    if !ctx.options.auto_resize_pvc
+        || sts.spec.volume_claim_update_strategy.type_
+            != Some(VolumeClaimUpdateStrategyType::OnPodRollingUpdate)
+        || sts.spec.volume_claim_templates.is_empty()
+    {
+        return Ok(Vec::new());
+    }
+    let api: Api<StorageClass> = Api::all(ctx.client.clone());
+    Ok(api.list(&Default::default()).await?.items)
 }

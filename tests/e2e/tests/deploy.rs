@@ -944,6 +944,8 @@ const STATEFULSET_CHECKS: &str = "
     yes create persistentvolumeclaims                                  default
     yes patch  persistentvolumeclaims                                  default
     no  delete persistentvolumeclaims                                  default
+    yes list   storageclasses.storage.k8s.io                           *
+    no  patch  storageclasses.storage.k8s.io                           *
     yes watch  controllerrevisions.apps                                *
     yes create controllerrevisions.apps                                default
     yes patch  controllerrevisions.apps                                default

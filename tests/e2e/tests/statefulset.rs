@@ -1751,3 +1751,228 @@ async fn ordered_ready_halts_at_an_unready_pod_and_parallel_does_not() {
     })
     .await;
 }
+
+/// `data` on StorageClass `class` (1Gi), resized with the Pods (spec 4.3.10).
+fn resizable_claim(class: &str) -> String {
+    format!(
+        "
+podManagementPolicy: Parallel
+volumeClaimUpdateStrategy:
+  type: OnPodRollingUpdate
+volumeClaimTemplates:
+- metadata:
+    name: data
+  spec:
+    storageClassName: {class}
+    accessModes: [ReadWriteOnce]
+    resources:
+      requests:
+        storage: 1Gi
+"
+    )
+}
+
+async fn set_claim_size(ns: &TestNamespace, name: &str, size: &str) -> Result<(), kube::Error> {
+    let patch: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "replace",
+        "path": "/spec/volumeClaimTemplates/0/spec/resources/requests/storage",
+        "value": size,
+    }]))
+    .unwrap();
+    ns.api::<StatefulSet>()
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .map(|_| ())
+}
+
+/// (request, capacity) of each claim `data-<set>-<i>`.
+async fn claim_sizes(api: &Api<PersistentVolumeClaim>, set: &str, n: i32) -> Vec<(String, String)> {
+    let mut sizes = Vec::new();
+    for i in 0..n {
+        let c = api.get_opt(&format!("data-{set}-{i}")).await.ok().flatten();
+        let request = c.as_ref().and_then(|c| {
+            c.spec
+                .as_ref()?
+                .resources
+                .as_ref()?
+                .requests
+                .as_ref()?
+                .get("storage")
+                .cloned()
+        });
+        let capacity = c.as_ref().and_then(|c| {
+            c.status
+                .as_ref()?
+                .capacity
+                .as_ref()?
+                .get("storage")
+                .cloned()
+        });
+        sizes.push((
+            request.map(|q| q.0).unwrap_or_default(),
+            capacity.map(|q| q.0).unwrap_or_default(),
+        ));
+    }
+    sizes
+}
+
+/// Waits until every claim requests and holds `size` and the status counts all `n`
+/// Pods' claims compatible and ready.
+async fn wait_resized(ns: &TestNamespace, set: &str, n: i32, size: &str) {
+    wait_for(
+        &format!("claims of {set} at {size}"),
+        2 * MINUTE,
+        || async {
+            let sizes = claim_sizes(&ns.api(), set, n).await;
+            let want = vec![(size.to_string(), size.to_string()); n as usize];
+            let s = sts(ns, set).await;
+            let claims = s
+                .status
+                .as_ref()
+                .map(|st| st.volume_claims.clone())
+                .unwrap_or_default();
+            let counted = claims.len() == 1
+                && claims[0].volume_claim_name == "data"
+                && claims[0].compatible_replicas == n
+                && claims[0].compatible_ready_replicas == n;
+            if sizes == want && counted {
+                Ok(())
+            } else {
+                Err(format!("claims {sizes:?}, status {claims:?}"))
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pvc_resize_on_rolling_update_grows_claims_pod_by_pod() {
+    let ns = TestNamespace::new("asts-resize").await;
+    let _ctl = RunningController::start(
+        statefulset_ctl::IDENTITY,
+        &ns.name,
+        "StatefulSetAutoResizePVCGate=true",
+        statefulset_ctl::run,
+    )
+    .await;
+    let probe: StatefulSet =
+        serde_saphyr::from_str(&sts_yaml("probe", 0, &Extra::default())).expect("probe");
+    kruise_e2e::wait_webhook_effective(&ns.api(), &probe, |s: &StatefulSet| {
+        s.spec.revision_history_limit.is_some()
+    })
+    .await;
+    let spec = resizable_claim("allow-volume-expansion");
+    ns.apply(&sts_yaml(
+        "rz",
+        3,
+        &Extra {
+            spec: &spec,
+            container: DATA_MOUNT,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let pods = wait_ready_pods(&ns, "rz", &ordinal_names("rz", &[0, 1, 2])).await;
+    settled(&ns, "rz", 3).await;
+    wait_resized(&ns, "rz", 3, "1Gi").await;
+    let uids: Vec<_> = pods.iter().map(|p| p.uid()).collect();
+
+    // Only the claim template grows: every claim is resized, highest ordinal first and
+    // one at a time (maxUnavailable 1: a Pod whose claim has not caught up is
+    // unavailable), and no Pod is recreated: the revision is the template's only.
+    let seen = Arc::new(Mutex::new(Vec::<Vec<(String, String)>>::new()));
+    let watching = {
+        let (seen, api) = (seen.clone(), ns.api::<PersistentVolumeClaim>());
+        tokio::spawn(async move {
+            loop {
+                let sizes = claim_sizes(&api, "rz", 3).await;
+                seen.lock().unwrap().push(sizes);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    set_claim_size(&ns, "rz", "2Gi")
+        .await
+        .expect("grow on a class that allows it");
+    wait_resized(&ns, "rz", 3, "2Gi").await;
+    watching.abort();
+    let pods = wait_ready_pods(&ns, "rz", &ordinal_names("rz", &[0, 1, 2])).await;
+    assert_eq!(
+        pods.iter().map(|p| p.uid()).collect::<Vec<_>>(),
+        uids,
+        "no Pod recreated"
+    );
+    for states in seen.lock().unwrap().iter() {
+        let in_flight = states.iter().filter(|(req, cap)| req != cap).count();
+        assert!(in_flight <= 1, "one resize at a time: {states:?}");
+    }
+    let first_resized = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .find_map(|s| s.iter().position(|(req, _)| req == "2Gi"));
+    assert_eq!(first_resized, Some(2), "rz-2's claim first");
+    let claim = pvc(&ns, "data-rz-0").await.unwrap();
+    assert_eq!(
+        claim
+            .annotations()
+            .get("apps.kruise.io/owned-by-asts")
+            .map(String::as_str),
+        Some("rz")
+    );
+
+    // Image and claims together: each Pod's claim first, then the Pod is recreated.
+    let old = sts(&ns, "rz").await.status.unwrap().update_revision;
+    set_claim_size(&ns, "rz", "3Gi").await.unwrap();
+    let new = roll_to(&ns, "rz", "nginx:1.7.9", &old).await;
+    wait_resized(&ns, "rz", 3, "3Gi").await;
+    wait_status(&ns, "rz", "rolled to the new revision", |s| {
+        s.status.as_ref().is_some_and(|st| {
+            st.updated_replicas == 3 && st.ready_replicas == 3 && st.current_revision == new
+        })
+    })
+    .await;
+    let pods = wait_ready_pods(&ns, "rz", &ordinal_names("rz", &[0, 1, 2])).await;
+    assert!(
+        pods.iter().all(|p| !uids.contains(&p.uid())),
+        "recreated for the image"
+    );
+
+    // Admission: a class without expansion, a new template, an access mode change.
+    let deny = resizable_claim("disallow-volume-expansion");
+    ns.apply(&sts_yaml(
+        "fixed",
+        1,
+        &Extra {
+            spec: &deny,
+            container: DATA_MOUNT,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let err = set_claim_size(&ns, "fixed", "2Gi")
+        .await
+        .expect_err("no expansion");
+    assert!(
+        err.to_string().contains(
+            "spec.volumeClaimTemplates[data].spec.resources.requests.storage: Forbidden: storage class disallow-volume-expansion does not support volume expansion"
+        ),
+        "{err}"
+    );
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/volumeClaimTemplates/0/spec/accessModes", "value": ["ReadWriteMany"]}
+    ]))
+    .unwrap();
+    let err = ns
+        .api::<StatefulSet>()
+        .patch("rz", &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect_err("access modes are fixed");
+    assert!(
+        err.to_string()
+            .contains("volumeClaimTemplate can not be modified when OnRollingUpdate"),
+        "{err}"
+    );
+}

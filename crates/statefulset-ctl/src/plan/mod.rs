@@ -18,6 +18,7 @@
 pub mod ordinals;
 pub mod pods;
 pub mod predownload;
+pub mod resize;
 pub mod scale;
 pub mod status;
 pub mod update;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_api::apps_v1beta1::{PodManagementPolicyType, StatefulSet};
 use kruise_api::appspub::{Lifecycle, LifecycleState};
 use kruise_workload::revision;
@@ -50,6 +52,8 @@ pub struct Options {
     pub pod_index_label: bool,
     /// `PreDownloadImageForInPlaceUpdate` (acted on by the caller).
     pub predownload: bool,
+    /// `StatefulSetAutoResizePVCGate`: honour `volumeClaimUpdateStrategy`.
+    pub auto_resize_pvc: bool,
 }
 
 /// Everything the plan looks at.
@@ -61,6 +65,8 @@ pub struct World<'a> {
     /// PVCs in the namespace named `<template>-<set>-<ordinal>` for the set's claim
     /// templates.
     pub pvcs: Vec<&'a PersistentVolumeClaim>,
+    /// The cluster's StorageClasses, when PVC resize needs them (else empty).
+    pub storage_classes: Vec<&'a StorageClass>,
     pub current_revision: &'a ControllerRevision,
     pub update_revision: &'a ControllerRevision,
     /// Every revision of the set (to find the one a Pod was created from).
@@ -121,6 +127,14 @@ impl<'a> World<'a> {
     /// The live ordinals (spec 4.1.1), honouring `ordinals.start` only under its gate.
     pub fn live_ordinals(&self) -> Vec<i32> {
         live_ordinals(self.sts, &self.options)
+    }
+
+    /// Whether StorageClass `name` allows volume expansion; `None` if it is unknown.
+    pub fn allows_expansion(&self, name: &str) -> Option<bool> {
+        self.storage_classes
+            .iter()
+            .find(|sc| sc.metadata.name.as_deref() == Some(name))
+            .map(|sc| sc.allow_volume_expansion.unwrap_or(false))
     }
 
     /// The PVC of that name, if it exists.
@@ -193,5 +207,7 @@ pub fn wait_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -
 pub(crate) mod fixtures;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod resize_tests;
 #[cfg(test)]
 mod tests;

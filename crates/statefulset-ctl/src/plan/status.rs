@@ -6,6 +6,8 @@ use kruise_api::apps_v1beta1::{StatefulSetStatus, StatefulSetUpdateStrategyType}
 use kruise_api::keys;
 use kruise_ordering::selector::format_selector;
 
+use super::ordinals::Replicas;
+use super::resize;
 use super::{World, is_created, is_terminating};
 
 /// What failed this round, shown as the `FailedCreatePod` / `FailedUpdatePod`
@@ -51,6 +53,7 @@ pub fn compute_status(
             s.updated_replicas += i32::from(updated);
         }
     }
+    s.volume_claims = resize::volume_claims_status(world, Replicas::of(world).live_pods());
     // Spec 4.4.2: the rollout is complete.
     if world.sts.spec.update_strategy.strategy_type()
         == StatefulSetUpdateStrategyType::RollingUpdate

@@ -11,6 +11,7 @@ use kruise_workload::update::{InPlaceUpdate, refresh_pod, update_in_place};
 use serde_json::{Map, Value, json};
 
 use super::ordinals::Replicas;
+use super::resize;
 use super::scale::delete_pod;
 use super::{
     Action, Plan, World, has_label, is_finished, is_preparing_delete, is_terminating, label,
@@ -97,17 +98,41 @@ pub fn plan_update<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
         &mut plan,
     );
 
+    let resizing = resize::enabled(world);
     for index in update_order(world, replicas) {
         let Some(pod) = replicas.live[index].pod else {
             continue;
         };
-        if world.is_update_revision(pod) {
+        // Spec 4.3.10: a Pod whose claims are smaller than the templates is not done.
+        let claims_match = !resizing || resize::claims_compatible(world, pod);
+        if world.is_update_revision(pod) && claims_match {
             continue;
         }
         let name = pod_name(pod);
         // Spec 4.3.6: an available Pod may only start once the budget has room.
         if unavailable.len() >= max_unavailable && !unavailable.contains(name) {
             break;
+        }
+        if resizing {
+            // Resize first; the Pod itself is updated once the resize completed.
+            if !claims_match {
+                let (patches, error) = resize::resize_claims(world, pod);
+                plan.actions.extend(patches);
+                if let Some(e) = error {
+                    plan.errors.push(e);
+                    break;
+                }
+                // The caches show the new requests next round at the earliest.
+                unavailable.insert(name);
+                continue;
+            }
+            if !resize::claims_completed(world, pod) {
+                unavailable.insert(name);
+                continue;
+            }
+            if world.is_update_revision(pod) {
+                continue;
+            }
         }
         if specified.contains(name) || is_terminating(pod) {
             continue;
@@ -133,12 +158,14 @@ fn unavailable_pods<'a>(
     plan: &mut Plan<'a>,
 ) -> BTreeSet<&'a str> {
     let min_ready = world.min_ready_seconds();
+    let resizing = resize::enabled(world);
     replicas
         .live_pods()
         .filter(|pod| {
             let unavailable = is_terminating(pod)
                 || !kruise_inplace::is_update_completed(pod)
-                || !kruise_ordering::predicates::is_available(pod, min_ready, world.now);
+                || !kruise_ordering::predicates::is_available(pod, min_ready, world.now)
+                || (resizing && !resize::claims_ready(world, pod));
             if unavailable && let Some(wait) = wait_until_available(pod, min_ready, world.now) {
                 plan.requeue(wait);
             }

@@ -23,6 +23,25 @@ pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults:
     obj
 }
 
+/// Under gate `StatefulSetAutoResizePVCGate`, upstream also defaults
+/// `volumeClaimUpdateStrategy.type` to `OnDelete`.
+pub fn with_resize_default(mut obj: Value) -> Value {
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        let strategy = spec
+            .entry("volumeClaimUpdateStrategy")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(strategy) = strategy.as_object_mut() {
+            let empty = strategy
+                .get("type")
+                .is_none_or(|t| t.is_null() || t.as_str() == Some(""));
+            if empty {
+                strategy.insert("type".into(), Value::String("OnDelete".into()));
+            }
+        }
+    }
+    obj
+}
+
 /// The JSON patch that applies [`with_defaults_for`].
 pub fn defaults_patch(
     object: &Value,

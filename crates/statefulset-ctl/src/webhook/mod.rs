@@ -12,6 +12,7 @@
 
 mod defaults;
 mod validation;
+pub mod vct;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -50,43 +51,91 @@ pub enum Rejection {
 }
 
 /// The webhook routes: defaulting and validation. `template_defaults` is false under the
-/// `TemplateNoDefaults` gate.
-pub fn routes(template_defaults: bool) -> Vec<Route> {
+/// `TemplateNoDefaults` gate; `resize` is a client under `StatefulSetAutoResizePVCGate`,
+/// to read the StorageClasses a claim template change is checked against ([`vct`]).
+pub fn routes(template_defaults: bool, resize: Option<kube::Client>) -> Vec<Route> {
+    let resize_gate = resize.is_some();
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-statefulset",
-        defaulting(move |object, old| with_defaults_for(object, old, template_defaults)),
+        defaulting(move |object, old| {
+            let defaulted = with_defaults_for(object, old, template_defaults);
+            if resize_gate {
+                defaults::with_resize_default(defaulted)
+            } else {
+                defaulted
+            }
+        }),
     );
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-statefulset",
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            let (raw_new, raw_old) = json_objects(&req)?;
-            match req.operation {
-                Operation::Create | Operation::Update => {
-                    let Some(raw_new) = raw_new else {
-                        return Ok(response);
-                    };
-                    let old = raw_old.filter(|_| req.operation == Operation::Update);
-                    Ok(
-                        match review(&raw_new, old.as_ref()).map_err(HandlerError::Decode)? {
-                            None => response,
-                            Some(Rejection::Invalid(errors)) => deny_invalid(response, &errors),
-                            Some(Rejection::Message(message)) => {
-                                let mut denied = response.deny(message);
-                                denied.result.code = 422;
-                                denied
-                            }
-                        },
-                    )
+        dynamic(move |req| {
+            let resize = resize.clone();
+            async move {
+                let response = AdmissionResponse::from(&req);
+                let (raw_new, raw_old) = json_objects(&req)?;
+                match req.operation {
+                    Operation::Create | Operation::Update => {
+                        let Some(raw_new) = raw_new else {
+                            return Ok(response);
+                        };
+                        let old = raw_old.filter(|_| req.operation == Operation::Update);
+                        Ok(
+                            match review(&raw_new, old.as_ref()).map_err(HandlerError::Decode)? {
+                                None => match (&resize, &old) {
+                                    (Some(client), Some(old)) => {
+                                        let errors = claim_template_errors(client, &raw_new, old)
+                                            .await
+                                            .map_err(HandlerError::Decode)?;
+                                        if errors.is_empty() {
+                                            response
+                                        } else {
+                                            deny_invalid(response, &errors)
+                                        }
+                                    }
+                                    _ => response,
+                                },
+                                Some(Rejection::Invalid(errors)) => deny_invalid(response, &errors),
+                                Some(Rejection::Message(message)) => {
+                                    let mut denied = response.deny(message);
+                                    denied.result.code = 422;
+                                    denied
+                                }
+                            },
+                        )
+                    }
+                    // Not registered for DELETE (protection-ctl's) nor CONNECT.
+                    Operation::Delete | Operation::Connect => Ok(response),
                 }
-                // Not registered for DELETE (protection-ctl's) nor CONNECT.
-                Operation::Delete | Operation::Connect => Ok(response),
             }
         }),
     );
     vec![mutate, validate_route]
+}
+
+/// [`vct::errors`] of an UPDATE, reading the StorageClasses only when there is a
+/// claim template change to judge.
+async fn claim_template_errors(
+    client: &kube::Client,
+    raw_new: &Value,
+    raw_old: &Value,
+) -> Result<Vec<kruise_runtime::webhook::FieldError>, String> {
+    let decode = |v: &Value| {
+        serde_json::from_value::<kruise_api::apps_v1beta1::StatefulSet>(v.clone())
+            .map_err(|e| e.to_string())
+    };
+    let (new, old) = (decode(raw_new)?, decode(raw_old)?);
+    if !vct::needs_check(&new, &old) {
+        return Ok(Vec::new());
+    }
+    let api: kube::Api<k8s_openapi::api::storage::v1::StorageClass> =
+        kube::Api::all(client.clone());
+    let classes = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("can not list storage class: {e}"))?;
+    Ok(vct::errors(&new, &old, &classes.items))
 }
 
 /// The configurations, named for the scope: cluster-wide, or (for tests and namespaced

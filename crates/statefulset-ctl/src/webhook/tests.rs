@@ -724,7 +724,7 @@ async fn call(route: &Route, req: AdmissionRequest<DynamicObject>) -> AdmissionR
 
 #[tokio::test]
 async fn routes_default_and_validate() {
-    let routes = routes(true);
+    let routes = routes(true, None);
     let [mutate, validate] = &routes[..] else {
         panic!("two routes");
     };
@@ -788,7 +788,7 @@ async fn routes_default_and_validate() {
 
 #[tokio::test]
 async fn the_in_place_only_rule_answers_422_with_upstreams_message() {
-    let routes = routes(true);
+    let routes = routes(true, None);
     let old_spec = with(
         with(
             parallel_spec(),
@@ -863,4 +863,191 @@ fn configurations_cover_both_versions() {
             .namespace_selector
             .is_some()
     );
+}
+
+mod claim_templates {
+    //! Spec 3.10 / 4.3.10: claim template changes under `OnPodRollingUpdate`.
+
+    use k8s_openapi::api::storage::v1::StorageClass;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kruise_api::apps_v1beta1::StatefulSet;
+    use serde_json::{Value, json};
+
+    use super::super::vct::{errors, needs_check};
+
+    fn class(name: &str, expand: Option<bool>, default: bool) -> StorageClass {
+        StorageClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: default.then(|| {
+                    [(
+                        "storageclass.kubernetes.io/is-default-class".to_string(),
+                        "true".to_string(),
+                    )]
+                    .into()
+                }),
+                ..Default::default()
+            },
+            provisioner: "kwok.x-k8s.io/volume".into(),
+            allow_volume_expansion: expand,
+            ..Default::default()
+        }
+    }
+
+    fn classes() -> Vec<StorageClass> {
+        vec![
+            class("allow", Some(true), false),
+            class("deny", Some(false), false),
+            class("kwok-volume", Some(false), true),
+        ]
+    }
+
+    fn template(name: &str, class: Option<&str>, size: &str) -> Value {
+        let mut t = json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+        });
+        if let Some(c) = class {
+            t["spec"]["storageClassName"] = json!(c);
+        }
+        t
+    }
+
+    fn set(strategy: Option<&str>, templates: Vec<Value>) -> StatefulSet {
+        let mut v = json!({
+            "apiVersion": "apps.kruise.io/v1beta1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "nginx"}},
+                "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+                "volumeClaimTemplates": templates,
+            },
+        });
+        if let Some(s) = strategy {
+            v["spec"]["volumeClaimUpdateStrategy"] = json!({"type": s});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn check(old: Vec<Value>, new: Vec<Value>) -> Vec<String> {
+        let (old, new) = (
+            set(Some("OnPodRollingUpdate"), old),
+            set(Some("OnPodRollingUpdate"), new),
+        );
+        errors(&new, &old, &classes())
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn growing_a_template_needs_a_class_that_allows_expansion() {
+        assert!(
+            check(
+                vec![template("data", Some("allow"), "1Gi")],
+                vec![template("data", Some("allow"), "2Gi")]
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            check(
+                vec![template("data", Some("deny"), "1Gi")],
+                vec![template("data", Some("deny"), "2Gi")]
+            ),
+            [
+                "spec.volumeClaimTemplates[data].spec.resources.requests.storage: Forbidden: storage class deny does not support volume expansion"
+            ]
+        );
+        // No class named: the default one (kwok-volume, no expansion) decides.
+        assert_eq!(
+            check(
+                vec![template("data", None, "1Gi")],
+                vec![template("data", None, "2Gi")]
+            ),
+            [
+                "spec.volumeClaimTemplates[data].spec.resources.requests.storage: Forbidden: storage class kwok-volume does not support volume expansion"
+            ]
+        );
+        assert_eq!(
+            check(
+                vec![template("data", Some("gone"), "1Gi")],
+                vec![template("data", Some("gone"), "2Gi")]
+            ),
+            [
+                "spec.volumeClaimTemplates[data].spec.storageClassName: Invalid value: \"gone\": can not get sc"
+            ]
+        );
+        // Equal quantities written differently are no resize.
+        assert!(
+            check(
+                vec![template("data", Some("deny"), "1Gi")],
+                vec![template("data", Some("deny"), "1024Mi")]
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn templates_may_not_be_added_renamed_or_changed_beyond_size() {
+        let added = check(
+            vec![template("a", Some("allow"), "1Gi")],
+            vec![
+                template("a", Some("allow"), "1Gi"),
+                template("b", Some("allow"), "1Gi"),
+            ],
+        );
+        assert_eq!(added.len(), 1);
+        assert!(
+            added[0]
+                .ends_with("volumeClaimTemplate can not be added or deleted when OnRollingUpdate")
+        );
+        assert_eq!(
+            check(
+                vec![template("a", Some("allow"), "1Gi")],
+                vec![template("b", Some("allow"), "1Gi")]
+            ),
+            [
+                "spec.volumeClaimTemplates[b].name: Forbidden: volumeClaimTemplate name can not be modified"
+            ]
+        );
+        let changed = check(
+            vec![template("a", Some("allow"), "1Gi")],
+            vec![template("a", Some("deny"), "2Gi")],
+        );
+        assert_eq!(changed.len(), 1);
+        assert!(changed[0].starts_with("spec.volumeClaimTemplates[a]: Invalid value:"));
+        assert!(
+            changed[0].ends_with("volumeClaimTemplate can not be modified when OnRollingUpdate")
+        );
+    }
+
+    #[test]
+    fn the_gate_defaults_the_strategy_to_on_delete() {
+        let d = super::super::defaults::with_resize_default(json!({"spec": {}}));
+        assert_eq!(
+            d["spec"]["volumeClaimUpdateStrategy"],
+            json!({"type": "OnDelete"})
+        );
+        let kept = json!({"spec": {"volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"}}});
+        assert_eq!(
+            super::super::defaults::with_resize_default(kept.clone()),
+            kept
+        );
+    }
+
+    #[test]
+    fn on_delete_or_unchanged_templates_are_not_checked() {
+        let (old, new) = (
+            set(None, vec![template("data", Some("deny"), "1Gi")]),
+            set(None, vec![template("data", Some("deny"), "2Gi")]),
+        );
+        assert!(!needs_check(&new, &old));
+        assert!(errors(&new, &old, &classes()).is_empty());
+        let same = set(
+            Some("OnPodRollingUpdate"),
+            vec![template("data", Some("deny"), "1Gi")],
+        );
+        assert!(!needs_check(&same, &same));
+    }
 }
