@@ -98,6 +98,11 @@ pub fn compatible_without_size(
     c.access_modes.unwrap_or_default() == t.access_modes.unwrap_or_default()
 }
 
+/// How soon a set with a resize in flight is looked at again: claims do not trigger a
+/// reconcile (only the set and its Pods do), so a patched claim catching up, and the
+/// `status.volumeClaims` counting it, are seen by polling.
+pub const RESIZE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Upstream `IsPVCNeedExpand`: the claim requests less storage than the template.
 pub fn needs_expand(claim: &PersistentVolumeClaim, template: &PersistentVolumeClaim) -> bool {
     matches!((requested(claim), requested(template)), (Some(c), Some(t)) if c < t)

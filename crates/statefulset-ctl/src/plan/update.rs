@@ -124,10 +124,12 @@ pub fn plan_update<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
                 }
                 // The caches show the new requests next round at the earliest.
                 unavailable.insert(name);
+                plan.requeue(resize::RESIZE_POLL);
                 continue;
             }
             if !resize::claims_completed(world, pod) {
                 unavailable.insert(name);
+                plan.requeue(resize::RESIZE_POLL);
                 continue;
             }
             if world.is_update_revision(pod) {
@@ -168,6 +170,9 @@ fn unavailable_pods<'a>(
                 || (resizing && !resize::claims_ready(world, pod));
             if unavailable && let Some(wait) = wait_until_available(pod, min_ready, world.now) {
                 plan.requeue(wait);
+            }
+            if resizing && !resize::claims_ready(world, pod) {
+                plan.requeue(resize::RESIZE_POLL);
             }
             unavailable
         })
