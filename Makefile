@@ -69,7 +69,7 @@ bench: cluster ## benchmarks on the local cluster (not part of make test); resul
 	cargo build --release --quiet --bins
 	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --ignored --test-threads=1 --nocapture bench_
 
-bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000; results in target/bench/compare.json
+bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000 [BENCH_INPLACE=0]; results in target/bench/compare.json
 	cargo build --release --quiet -p cloneset-ctl
 	@tests/bench/compare.sh
 

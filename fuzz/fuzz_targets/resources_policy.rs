@@ -1,5 +1,5 @@
 //! The SidecarSet resourcesPolicy expression evaluator and quantity parser
-//! (`sidecarset_ctl::resources_policy`). Input: `expression\nquantity`.
+//! (`sidecarset_ctl::resources_policy`, `kruise_api::quantity`). Input: `expression\nquantity`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sidecarset_ctl::resources_policy;
@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (expr, quantity) = text.split_once('\n').unwrap_or((text, text));
     let checked = resources_policy::check(expr);
-    let variable = resources_policy::parse_quantity(quantity).unwrap_or(1.5);
+    let variable = kruise_api::quantity::parse(quantity).unwrap_or(1.5);
     for v in [variable, 0.0, -1.0, 1e18, f64::MAX] {
         let evaluated = resources_policy::evaluate(expr, v);
         // What admission accepts must evaluate.

@@ -34,6 +34,8 @@
 # controllers' logs stay in target/bench/cluster/logs/ until the next run.
 #
 # Knobs: BENCH_PODS=1000, BENCH_ONLY=ours|upstream (one side only, for debugging),
+# BENCH_INPLACE=0 (leave the in-place phase out: at 10 000 Pods it is most of an hour a side;
+# peak RSS is then that of the scale-up),
 # BENCH_CTL_BIN (default target/release/cloneset-ctl; the static one of `make images` works),
 # BENCH_PORT_BASE=36000 (apiserver +443, etcd +379/+380, controller-manager +257,
 # scheduler +259, our admin +80 and webhook +81, upstream's metrics +90, probes +91,
@@ -44,6 +46,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 pods=${BENCH_PODS:-1000}
 only=${BENCH_ONLY:-}
+inplace_phase=${BENCH_INPLACE:-1}
 out=$root/target/bench
 state=$out/cluster
 base=${BENCH_PORT_BASE:-36000}
@@ -69,6 +72,7 @@ die() { log "$*"; exit 1; }
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
 case $only in "" | ours | upstream) ;; *) die "BENCH_ONLY is ours or upstream" ;; esac
 [[ $pods =~ ^[1-9][0-9]*$ ]] || die "BENCH_PODS must be a positive number"
+case $inplace_phase in 0 | 1) ;; *) die "BENCH_INPLACE is 0 or 1" ;; esac
 
 for p in "$KRUISE_APISERVER_PORT" "$KRUISE_ETCD_PORT" $((KRUISE_ETCD_PORT + 1)) "$KRUISE_KCM_PORT" \
   "$KRUISE_SCHEDULER_PORT" "$ours_admin" "$ours_webhook" "$up_metrics" "$up_probe" "$up_webhook"; do
@@ -215,14 +219,16 @@ measure() { # name start-function resource ua-prefix manifest-json
   log "$name: $pods Ready in $(sub "$t1" "$t0") s"
   quiesce "$ua"
   o1=$(audit_size) c1=$(cpu_seconds "$pid")
-  log "$name: changing the image (in place)"
   t2=$(now)
-  kc -n "$ns" patch "$resource" bench --type=json \
-    -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"}]' >/dev/null
-  wait_done "$resource" "$pods updated in place" "$update_done" 1800
+  if [ "$inplace_phase" = 1 ]; then
+    log "$name: changing the image (in place)"
+    kc -n "$ns" patch "$resource" bench --type=json \
+      -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"}]' >/dev/null
+    wait_done "$resource" "$pods updated in place" "$update_done" 1800
+    log "$name: $pods updated in place in $(sub "$(now)" "$t2") s"
+    quiesce "$ua"
+  fi
   t3=$(now)
-  log "$name: $pods updated in place in $(sub "$t3" "$t2") s"
-  quiesce "$ua"
   o2=$(audit_size) c2=$(cpu_seconds "$pid")
   local hwm rss
   hwm=$(mem_kib "$pid" VmHWM) rss=$(mem_kib "$pid" VmRSS)
@@ -250,7 +256,8 @@ measure() { # name start-function resource ua-prefix manifest-json
     --arg cs "$(sub "$c1" "$c0")" --arg cu "$(sub "$c2" "$c1")" \
     --arg tr "$(sub "$t5" "$t4")" --arg ti "$(sub "$t6" "$t4")" --arg cr "$c4" \
     --argjson idle_rss "$idle_rss" --argjson restart_rss "$restart_rss" \
-    --argjson hwm "$hwm" --argjson rss "$rss" --argjson restarts "$inplace_restarts" '
+    --argjson hwm "$hwm" --argjson rss "$rss" --argjson restarts "$inplace_restarts" \
+    --argjson with_inplace "$inplace_phase" '
     def r2: . * 100 | round / 100;
     def phase($p; $secs; $cpu): {
       seconds: ($secs | tonumber | r2),
@@ -269,7 +276,7 @@ measure() { # name start-function resource ua-prefix manifest-json
     };
     {implementation: $name, pods: $pods,
      scale: phase($scale; $ts; $cs),
-     inplace: (phase($inplace; $tu; $cu) + {container_restarts: $restarts}),
+     inplace: (if $with_inplace == 1 then phase($inplace; $tu; $cu) + {container_restarts: $restarts} else null end),
      restart: {
        ready_seconds: ($tr | tonumber | r2),
        idle_seconds: ($ti | tonumber | r2),
@@ -421,8 +428,8 @@ jq -r '
   | (["", ($r[] | .binary)]),
     (["scale 0 -> \($n) Ready", ($r[] | "")]),
     ($r | rows("scale")[]),
-    (["in-place rollout of \($n)", ($r[] | "")]),
-    ($r | rows("inplace")[]),
+    (if $r[0].inplace then (["in-place rollout of \($n)", ($r[] | "")]), ($r | rows("inplace")[])
+     else (["in-place rollout (BENCH_INPLACE=0)", ($r[] | "not run")]) end),
     (["restart with \($n) Pods", ($r[] | "")]),
     (["  ready (s)", ($r[] | .restart.ready_seconds | tostring)]),
     (["  ready and idle (s)", ($r[] | .restart.idle_seconds | tostring)]),

@@ -12,6 +12,7 @@ pub mod conversion;
 pub mod intstr;
 pub mod keys;
 pub mod policy_v1alpha1;
+pub mod quantity;
 pub mod schema;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

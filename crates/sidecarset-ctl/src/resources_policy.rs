@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kruise_api::apps_v1alpha1::{ResourcesPolicy, TargetContainerMode};
+use kruise_api::quantity;
 
 /// The resources the policy gives a sidecar, from the target containers.
 pub fn resources_for(
@@ -102,7 +103,7 @@ impl Aggregate {
         let get = |c: &Container, limits: bool, name: &str| -> Option<f64> {
             let r = c.resources.as_ref()?;
             let list = if limits { &r.limits } else { &r.requests };
-            parse_quantity(&list.as_ref()?.get(name)?.0).ok()
+            quantity::parse(&list.as_ref()?.get(name)?.0).ok()
         };
         let fold = |values: Vec<f64>| match mode {
             TargetContainerMode::Sum => values.iter().sum(),
@@ -127,51 +128,6 @@ impl Aggregate {
             request_memory: request("memory"),
         }
     }
-}
-
-/// A Kubernetes quantity in base units: `250m` → 0.25, `1Gi` → 1073741824, `1e3` → 1000.
-pub fn parse_quantity(s: &str) -> Result<f64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    let (number, suffix) = match suffix.strip_prefix(['e', 'E']) {
-        // An exponent, not the `E` (exa) suffix, when digits follow.
-        Some(exp)
-            if !exp.is_empty()
-                && exp
-                    .trim_start_matches(['+', '-'])
-                    .chars()
-                    .all(|c| c.is_ascii_digit()) =>
-        {
-            (s, "")
-        }
-        _ => (number, suffix),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a quantity"))?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        other => return Err(format!("{s:?}: unknown suffix {other:?}")),
-    };
-    Ok(value * factor)
 }
 
 /// Evaluates an expression with its variable (`cpu` or `memory`) bound to `variable`.
@@ -244,7 +200,7 @@ fn tokenize(expr: &str) -> Result<Vec<Token>, String> {
                 i += 1;
             }
             let literal: String = chars[start..i].iter().collect();
-            tokens.push(Token::Number(parse_quantity(&literal)?));
+            tokens.push(Token::Number(quantity::parse(&literal)?));
         } else if c.is_ascii_alphabetic() {
             let start = i;
             while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
@@ -406,19 +362,6 @@ mod tests {
 
     fn get(r: &Option<BTreeMap<String, Quantity>>, name: &str) -> Option<String> {
         r.as_ref()?.get(name).map(|q| q.0.clone())
-    }
-
-    #[test]
-    fn quantities_parse_to_base_units() {
-        assert_eq!(parse_quantity("250m").unwrap(), 0.25);
-        assert_eq!(parse_quantity("2").unwrap(), 2.0);
-        assert_eq!(parse_quantity("1.5").unwrap(), 1.5);
-        assert_eq!(parse_quantity("100Mi").unwrap(), 100.0 * 1024.0 * 1024.0);
-        assert_eq!(parse_quantity("1G").unwrap(), 1e9);
-        assert_eq!(parse_quantity("1e3").unwrap(), 1000.0);
-        assert_eq!(parse_quantity("2E").unwrap(), 2e18);
-        assert!(parse_quantity("1Xi").is_err());
-        assert!(parse_quantity("abc").is_err());
     }
 
     #[test]

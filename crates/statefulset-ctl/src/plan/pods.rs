@@ -267,6 +267,24 @@ pub fn retention_patches<'a>(
     if !world.options.auto_delete_pvc {
         return Vec::new();
     }
+    live_claims(world, ordinal)
+        .into_iter()
+        .filter_map(|(_, claim)| {
+            let owners = retention_owners(world.sts, claim, pod, condemned)?;
+            Some(Action::PatchPvc {
+                pvc: claim,
+                patch: owners_patch(claim, &owners),
+            })
+        })
+        .collect()
+}
+
+/// The existing, not terminating claims of the Pod at `ordinal`, with their templates,
+/// in template order.
+pub fn live_claims<'a>(
+    world: &World<'a>,
+    ordinal: i32,
+) -> Vec<(&'a PersistentVolumeClaim, &'a PersistentVolumeClaim)> {
     let set = world.name();
     world
         .sts
@@ -276,14 +294,11 @@ pub fn retention_patches<'a>(
         .filter_map(|t| {
             let name = claim_name(t.metadata.name.as_deref().unwrap_or_default(), set, ordinal);
             let claim = world.claim(&name)?;
-            if claim.metadata.deletion_timestamp.is_some() {
-                return None;
-            }
-            let owners = retention_owners(world.sts, claim, pod, condemned)?;
-            Some(Action::PatchPvc {
-                pvc: claim,
-                patch: owners_patch(claim, &owners),
-            })
+            claim
+                .metadata
+                .deletion_timestamp
+                .is_none()
+                .then_some((t, claim))
         })
         .collect()
 }

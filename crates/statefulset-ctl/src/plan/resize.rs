@@ -33,38 +33,7 @@ pub fn enabled(world: &World) -> bool {
 
 /// A storage quantity in bytes (`1Gi`, `500M`, `2e9`); `None` if it does not parse.
 pub fn quantity_bytes(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    if let Some(exp) = suffix.strip_prefix(['e', 'E'])
-        && !exp.is_empty()
-        && exp
-            .trim_start_matches(['+', '-'])
-            .chars()
-            .all(|c| c.is_ascii_digit())
-    {
-        return s.parse().ok();
-    }
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    number.parse::<f64>().ok().map(|n| n * factor)
+    kruise_api::quantity::parse(s).ok()
 }
 
 /// `spec.resources.requests.storage` in bytes.
@@ -144,25 +113,10 @@ pub fn claims_of<'a>(
     world: &World<'a>,
     pod: &Pod,
 ) -> Vec<(&'a PersistentVolumeClaim, &'a PersistentVolumeClaim)> {
-    let set = world.name();
-    let Some(ordinal) = ordinal_of(set, pod_name(pod)) else {
-        return Vec::new();
-    };
-    world
-        .sts
-        .spec
-        .volume_claim_templates
-        .iter()
-        .filter_map(|t| {
-            let name = claim_name(t.metadata.name.as_deref().unwrap_or_default(), set, ordinal);
-            let claim = world.claim(&name)?;
-            claim
-                .metadata
-                .deletion_timestamp
-                .is_none()
-                .then_some((t, claim))
-        })
-        .collect()
+    match ordinal_of(world.name(), pod_name(pod)) {
+        Some(ordinal) => super::pods::live_claims(world, ordinal),
+        None => Vec::new(),
+    }
 }
 
 /// Upstream `IsOwnedPVCsReady`: every claim's capacity has caught up with its request.
