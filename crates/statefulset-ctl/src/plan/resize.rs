@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_api::apps_v1beta1::{VolumeClaimStatus, VolumeClaimUpdateStrategyType};
 use serde_json::json;
 
-use super::{Action, World, claim_name, ordinal_of, pod_name};
+use super::{Action, World, ordinal_of, pod_name};
 
 /// Annotation upstream puts on a claim it resized: the set's name.
 pub const OWNED_BY_ASTS: &str = "apps.kruise.io/owned-by-asts";
