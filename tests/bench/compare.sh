@@ -429,7 +429,7 @@ jq -r '
     (["scale 0 -> \($n) Ready", ($r[] | "")]),
     ($r | rows("scale")[]),
     (if $r[0].inplace then (["in-place rollout of \($n)", ($r[] | "")]), ($r | rows("inplace")[])
-     else (["in-place rollout (BENCH_INPLACE=0)", ($r[] | "not run")]) end),
+     else (["in-place rollout", ($r[] | "not run (BENCH_INPLACE=0)")]) end),
     (["restart with \($n) Pods", ($r[] | "")]),
     (["  ready (s)", ($r[] | .restart.ready_seconds | tostring)]),
     (["  ready and idle (s)", ($r[] | .restart.idle_seconds | tostring)]),
