@@ -16,7 +16,9 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events::CONTROLLER_NAME;
 use crate::plan::predownload::plan_predownload;
-use crate::plan::{Round, World, compute_status, managed, plan};
+use crate::plan::{
+    Phase, Round, World, compute_status, managed, plan, plan_update_after_held_scale,
+};
 use crate::revisions;
 
 /// Runs inside `Reconciler::run` (span, metrics, backoff).
@@ -62,10 +64,33 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
     } = plan(&world, &mut random_ids());
     let owner = cs.object_ref(&());
     ctx.writer.execute(&owner, &uid, cleanup).await?;
-    let requeue = planned.requeue_after;
-    let executed = ctx.writer.carry_out(&owner, &uid, planned).await;
+    let mut requeue = planned.requeue_after;
+    let scale_actions = (phase == Phase::Scale).then_some(planned.actions.len());
+    let mut executed = ctx.writer.carry_out(&owner, &uid, planned).await;
     if let Err(e) = &executed {
         errors.failed(phase, e.to_string());
+    }
+    // Every deletion of the scale phase refused by a PodUnavailableBudget: nothing
+    // changed, and the round goes on to the update phase, as upstream's does.
+    if let (Some(planned), Ok(done)) = (scale_actions, &executed)
+        && planned > 0
+        && done.held_by_budget == planned
+    {
+        let held = done.held_by_budget;
+        let (update, update_errors) = plan_update_after_held_scale(&world);
+        errors.update = update_errors;
+        requeue = min_duration(requeue, update.requeue_after);
+        executed = ctx
+            .writer
+            .carry_out(&owner, &uid, update)
+            .await
+            .map(|mut done| {
+                done.held_by_budget += held;
+                done
+            });
+        if let Err(e) = &executed {
+            errors.failed(Phase::Update, e.to_string());
+        }
     }
 
     let previous = cs.status.clone().unwrap_or_default();

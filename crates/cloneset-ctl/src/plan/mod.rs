@@ -201,6 +201,17 @@ pub fn plan<'a>(world: &World<'a>, fresh_ids: &mut dyn Iterator<Item = String>) 
     }
 }
 
+/// The update phase of a round whose scale phase changed nothing after all: every
+/// deletion it planned was refused by a PodUnavailableBudget. Upstream's Scale then
+/// returns "not modified" and its Update runs in the same round, so a Pod that cannot
+/// become available (an image that does not pull) is still replaced while the budget
+/// holds the ready Pods' deletions back. Returns the plan and its failure condition.
+pub fn plan_update_after_held_scale<'a>(world: &World<'a>) -> (Plan<'a>, Option<String>) {
+    let mut update = update::plan_update(world);
+    let errors = joined(std::mem::take(&mut update.errors));
+    (update, errors)
+}
+
 fn joined(errors: Vec<String>) -> Option<String> {
     (!errors.is_empty()).then(|| errors.join("; "))
 }

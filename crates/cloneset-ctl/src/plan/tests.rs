@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType;
 use kruise_api::keys;
 use kruise_workload::testing::set_label;
 
@@ -179,4 +180,26 @@ fn pods_to_delete_keeps_only_names_of_managed_pods() {
 
     f.cs.spec.scale_strategy.pods_to_delete = vec!["cs-gone".into()];
     assert_eq!(pruned_pods_to_delete(&f.world()), Some(vec![]));
+}
+
+#[test]
+fn a_held_scale_round_goes_on_to_the_update() {
+    // Recreate update, maxUnavailable 100%: the ready Pod is marked for recreation and its
+    // deletion is what the scale phase plans; a PodUnavailableBudget refuses it. The
+    // unready Pod (an image that does not pull) is what the update phase then marks.
+    let mut f = Fixture::new(2);
+    f.cs.spec.update_strategy.type_ = Some(CloneSetUpdateStrategyType::ReCreate);
+    f.cs.spec.update_strategy.max_unavailable = Some(string("100%"));
+    f.add_pods(1, Rev::Current, Ready::Yes);
+    f.add_pods(1, Rev::Current, Ready::No);
+    f.mark_specified_delete(0);
+    let round = plan(&f.world(), &mut ids());
+    assert_eq!(round.phase, Phase::Scale);
+    assert_eq!(kinds(&round.plan.actions), ["delete"]);
+    assert_eq!(names(&round.plan.actions), [f.name(0)]);
+
+    let (update, errors) = plan_update_after_held_scale(&f.world());
+    assert_eq!(errors, None);
+    assert_eq!(kinds(&update.actions), ["recreate"]);
+    assert_eq!(names(&update.actions), [f.name(1)]);
 }

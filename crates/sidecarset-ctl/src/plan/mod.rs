@@ -81,22 +81,18 @@ pub fn plan<'a>(w: &World<'a>) -> Plan<'a> {
         ..Default::default()
     };
 
-    // 2. Hot-upgrade resets.
+    // 2. Hot-upgrade resets: a round that resets does only that. A Pod whose new twin
+    // is not ready (an image that does not pull) is not ready for its reset and does
+    // not hold the rollout back, as upstream's (its new twin may get the next image).
     let hot = ss.spec.containers.iter().any(|c| c.is_hot_upgrade());
     if hot {
-        let waiting: Vec<&Pod> = w
-            .pods
-            .iter()
-            .copied()
-            .filter(|p| pods::is_hot_upgrading(ss, p))
-            .collect();
-        for pod in &waiting {
-            if pods::is_ready_for_reset(ss, pod) {
+        for pod in w.pods.iter().copied() {
+            if pods::is_hot_upgrading(ss, pod) && pods::is_ready_for_reset(ss, pod) {
                 plan.writes.push(reset(w, pod));
             }
         }
-        if !waiting.is_empty() {
-            plan.note = Some("waiting for hot-upgrade resets");
+        if !plan.writes.is_empty() {
+            plan.note = Some("hot-upgrade resets");
             return plan;
         }
     }

@@ -403,7 +403,43 @@ fn hot_upgrade_waits_for_the_new_twin() {
         "no reset before the new twin runs: {:?}",
         plan.writes
     );
-    assert_eq!(plan.note, Some("waiting for hot-upgrade resets"));
+}
+
+#[test]
+fn a_hot_upgrade_whose_new_twin_fails_does_not_hold_the_next_image() {
+    // v2 never runs on the new twin (its image does not pull): no reset, and v3 goes to
+    // that same twin (the old one is ready and consistent), as upstream does.
+    let v1 = hot_sidecarset("sidecar:v1");
+    let v2 = hot_sidecarset("sidecar:v2");
+    let h2 = hashes(&v2);
+    let p = pod("hot-pod", &v1, true);
+    let w = plan(&world(&v2, &h2, std::slice::from_ref(&p)))
+        .writes
+        .remove(0);
+    assert_eq!(
+        w.images,
+        BTreeMap::from([("sidecar-2".to_string(), "sidecar:v2".to_string())])
+    );
+    let mut failed = apply(&p, &w.images, &w.pod_patch);
+    let status = failed.status.as_mut().unwrap();
+    for c in status.container_statuses.as_mut().unwrap() {
+        if c.name == "sidecar-2" {
+            c.ready = false;
+        }
+    }
+    status.conditions.as_mut().unwrap()[0].status = "False".into();
+    let stuck = [failed];
+    assert!(plan(&world(&v2, &h2, &stuck)).writes.is_empty());
+
+    let v3 = hot_sidecarset("sidecar:v3");
+    let h3 = hashes(&v3);
+    let next = plan(&world(&v3, &h3, &stuck));
+    assert_eq!(next.writes.len(), 1, "{:?}", next.note);
+    assert_eq!(next.writes[0].kind, WriteKind::Upgrade);
+    assert_eq!(
+        next.writes[0].images,
+        BTreeMap::from([("sidecar-2".to_string(), "sidecar:v3".to_string())])
+    );
 }
 
 #[test]
