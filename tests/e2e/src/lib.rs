@@ -522,6 +522,26 @@ pub async fn events_in(ns: &TestNamespace, name: &str) -> Vec<EventLine> {
     events_listed(ns.api(), name).await
 }
 
+/// The events about `name` in the namespace, once `seen` holds for them. Controllers
+/// publish events off their reconcile path, so an event can land after the state it
+/// describes: a test reads them through this, never once.
+pub async fn wait_events(
+    ns: &TestNamespace,
+    name: &str,
+    what: &str,
+    seen: impl Fn(&[EventLine]) -> bool,
+) -> Vec<EventLine> {
+    wait_for(what, Duration::from_secs(60), || async {
+        let events = events_in(ns, name).await;
+        if seen(&events) {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await
+}
+
 async fn events_listed(
     api: Api<k8s_openapi::api::events::v1::Event>,
     name: &str,

@@ -493,7 +493,7 @@ async fn crr_refused_while_the_kruise_daemon_gate_is_off() {
 /// filter.
 mod realnode {
     use super::*;
-    use kruise_e2e::{events_in, is_ready, kubectl_async};
+    use kruise_e2e::{events_in, is_ready, kubectl_async, wait_events};
 
     const NODE: &str = "real-0";
 
@@ -757,12 +757,13 @@ spec:
         // The preStop hook ran in the old container (its line is in the shared volume).
         let written = exec_cat(&ns, "pod-name", "sidecar", "/shared/prestop").await;
         assert_eq!(written.trim(), "prestop app");
-        let events = events_in(&ns, "pod-name").await;
-        assert!(
-            events.iter().any(|e| e.reason == "Killing"
-                && e.note == "Stopping container app by ContainerRecreateRequest xxx"),
-            "{events:?}"
-        );
+        wait_events(&ns, "pod-name", "the Killing event", |events| {
+            events.iter().any(|e| {
+                e.reason == "Killing"
+                    && e.note == "Stopping container app by ContainerRecreateRequest xxx"
+            })
+        })
+        .await;
         // Released, no longer watched, deleted 5s after completion.
         wait_for("finalizer and active label removed", MINUTE, || async {
             match ns.api::<ContainerRecreateRequest>().get_opt("xxx").await {

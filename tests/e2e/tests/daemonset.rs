@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use kruise_api::apps_v1alpha1::DaemonSet;
-use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl_async, wait_for};
+use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl_async, wait_events, wait_for};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -441,16 +441,14 @@ async fn daemonset_rolling_update_selector_updates_only_that_node() {
     }
     let replaced = before["kwok-node-1"].name_any();
     let created = after["kwok-node-1"].name_any();
-    let events = events_in(&ns, "nginx").await;
-    let notes: Vec<&str> = events.iter().map(|e| e.note.as_str()).collect();
-    assert!(
-        notes.contains(&format!("Deleted pod: {replaced}").as_str()),
-        "{notes:?}"
+    let (deleted, created) = (
+        format!("Deleted pod: {replaced}"),
+        format!("Created pod: {created}"),
     );
-    assert!(
-        notes.contains(&format!("Created pod: {created}").as_str()),
-        "{notes:?}"
-    );
+    wait_events(&ns, "nginx", "the Deleted and Created events", |events| {
+        events.iter().any(|e| e.note == deleted) && events.iter().any(|e| e.note == created)
+    })
+    .await;
     let ds: DaemonSet = ns.api().get("nginx").await.unwrap();
     assert_eq!(ds.status.unwrap().updated_number_scheduled, 1);
 }
@@ -570,22 +568,23 @@ async fn daemonset_in_place_if_possible_keeps_pod_uids() {
             .restart_count;
         assert_eq!(restarts, 1, "{node}");
     }
-    let events = events_in(&ns, "nginx").await;
-    for pod in before.values() {
-        let note = format!("successfully update pod {} in-place", pod.name_any());
-        assert!(
+    let notes: Vec<String> = before
+        .values()
+        .map(|pod| format!("successfully update pod {} in-place", pod.name_any()))
+        .collect();
+    let limit = format!("{}/nginx number of unavailable DaemonSet pods: 1, is equal to or exceeds allowed maximum: 1", ns.name);
+    let events = wait_events(&ns, "nginx", "the in-place and limit events", |events| {
+        notes.iter().all(|note| {
             events
                 .iter()
-                .any(|e| e.reason == "SuccessfulUpdatePodInPlace" && e.note == note),
-            "{events:?}"
-        );
-    }
-    assert!(
-        events.iter().any(|e| e.type_ == "Warning"
-            && e.reason == "numUnavailable >= maxUnavailable"
-            && e.note.starts_with(&format!("{}/nginx number of unavailable DaemonSet pods: 1, is equal to or exceeds allowed maximum: 1", ns.name))),
-        "{events:?}"
-    );
+                .any(|e| e.reason == "SuccessfulUpdatePodInPlace" && &e.note == note)
+        }) && events.iter().any(|e| {
+            e.type_ == "Warning"
+                && e.reason == "numUnavailable >= maxUnavailable"
+                && e.note.starts_with(&limit)
+        })
+    })
+    .await;
     assert!(
         !events.iter().any(|e| e.reason == "SuccessfulDelete"),
         "{events:?}"

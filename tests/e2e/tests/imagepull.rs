@@ -25,7 +25,7 @@ use kruise_api::apps_v1alpha1::{
     ImageListPullJob, ImagePullJob, ImagePullPhase, ImageTagStatus, NodeImage,
 };
 use kruise_api::keys;
-use kruise_e2e::{RunningController, TestNamespace, events_in, wait_for};
+use kruise_e2e::{RunningController, TestNamespace, events_in, wait_events, wait_for};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -326,13 +326,12 @@ async fn real_node_pulls_images_for_jobs() {
     assert_eq!(pulled_status.progress, 100);
     assert_eq!(pulled_status.image_id, format!("{name}@{}", pulled.id));
     assert!(pulled_status.completion_time.is_some());
-    let events = events_in(&ns, "job-with-always").await;
-    assert!(
+    wait_events(&ns, "job-with-always", "the pull event", |events| {
         events
             .iter()
-            .any(|e| e.reason == keys::EVENT_PULL_IMAGE_SUCCEED && e.note.contains(&image)),
-        "{events:?}"
-    );
+            .any(|e| e.reason == keys::EVENT_PULL_IMAGE_SUCCEED && e.note.contains(&image))
+    })
+    .await;
 
     // A Pod with that image starts without pulling it.
     ns.apply(&format!(
@@ -371,13 +370,12 @@ spec:
         }
     })
     .await;
-    let events = events_in(&ns, "warm").await;
-    assert!(
+    let events = wait_events(&ns, "warm", "the kubelet's Pulled event", |events| {
         events
             .iter()
-            .any(|e| e.reason == "Pulled" && e.note.contains("already present on machine")),
-        "{events:?}"
-    );
+            .any(|e| e.reason == "Pulled" && e.note.contains("already present on machine"))
+    })
+    .await;
     assert!(!events.iter().any(|e| e.reason == "Pulling"), "{events:?}");
 
     // A tag the registry does not have: Failed with the runtime's message.

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_api::keys;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PodUnavailableBudgetStatus, PubOperation};
-use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl, wait_for};
+use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl, wait_events, wait_for};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -953,16 +953,16 @@ async fn two_admission_paths_never_both_spend_the_last_unit() {
         s.disrupted_pods.is_empty() && s.unavailable_allowed == 1
     })
     .await;
-    let events = events_in(&ns, &admitted).await;
-    assert!(
-        events.iter().any(|e| e.reason == "NotDeleted"
-            && e.note
-                == format!(
-                    "Pod was expected by PUB {}/race-pub to be deleted but it wasn't",
-                    ns.name
-                )),
-        "{events:?}"
+    let note = format!(
+        "Pod was expected by PUB {}/race-pub to be deleted but it wasn't",
+        ns.name
     );
+    wait_events(&ns, &admitted, "the NotDeleted event", |events| {
+        events
+            .iter()
+            .any(|e| e.reason == "NotDeleted" && e.note == note)
+    })
+    .await;
     for (runtime, _) in replicas {
         runtime.shutdown.cancel();
     }

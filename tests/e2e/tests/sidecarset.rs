@@ -938,14 +938,17 @@ async fn seed_s7_hot_upgrade_swaps_twins_while_the_app_keeps_serving() {
         working, "sidecar-1",
         "two upgrades alternate the working twin"
     );
-    let events = events_of(&ns, "busybox").await;
-    assert!(
-        events
-            .iter()
-            .any(|(reason, _, by)| reason == "ResetContainerSucceed"
-                && by == sidecarset_ctl::CONTROLLER_NAME),
-        "{events:?}"
-    );
+    wait_for("the ResetContainerSucceed event", MINUTE, || async {
+        let events = events_of(&ns, "busybox").await;
+        if events.iter().any(|(reason, _, by)| {
+            reason == "ResetContainerSucceed" && by == sidecarset_ctl::CONTROLLER_NAME
+        }) {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
     watch.abort();
     let seen = seen.lock().unwrap();
     assert!(!seen.is_empty());
