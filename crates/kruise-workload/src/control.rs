@@ -72,6 +72,22 @@ pub enum PatchKind {
     Strategic,
 }
 
+/// Whether `fresh` (read from the API) differs from `cached` only in what the kubelet
+/// reports: its status and resourceVersion. A cached Pod may be pruned
+/// ([`kruise_runtime::cache::prune_workload_pod`]: no volumes, no volume mounts), so both
+/// are pruned alike before they are compared.
+pub fn same_but_status(fresh: &Pod, cached: &Pod) -> bool {
+    let pruned = |pod: &Pod| {
+        let mut pod = pod.clone();
+        kruise_runtime::cache::prune_workload_pod(&mut pod);
+        pod
+    };
+    let (fresh, cached) = (pruned(fresh), pruned(cached));
+    fresh.spec == cached.spec
+        && fresh.metadata.labels == cached.metadata.labels
+        && fresh.metadata.annotations == cached.metadata.annotations
+}
+
 /// Creates, patches and deletes a controller's Pods and PVCs, reporting each as an Event
 /// on the owner and in `kruise_pod_operations_total`.
 #[derive(Clone)]
@@ -154,15 +170,8 @@ impl PodControl {
             Ok(p) => Ok(p.resource_version()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                let mut fresh = api.get(&name).await?;
-                // Compare like with like: cached Pods are pruned.
-                kruise_runtime::cache::prune_metadata(&mut fresh.metadata);
-                let mut cached = pod.metadata.clone();
-                kruise_runtime::cache::prune_metadata(&mut cached);
-                if fresh.spec != pod.spec
-                    || fresh.metadata.labels != cached.labels
-                    || fresh.metadata.annotations != cached.annotations
-                {
+                let fresh = api.get(&name).await?;
+                if !same_but_status(&fresh, pod) {
                     return Err(kube::Error::Api(s));
                 }
                 let mut patch = patch.clone();
@@ -419,6 +428,42 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4, 5, 6]);
         assert_eq!(ok, 6);
         assert_eq!(errs, vec!["boom"]);
+    }
+
+    fn pod_with_volumes() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-0", "labels": {"app": "web"},
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {
+                "containers": [{"name": "main", "image": "nginx:1",
+                                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                "volumes": [{"name": "data", "emptyDir": {}}]
+            },
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pruned_cached_pod_matches_its_fresh_self_whatever_the_status() {
+        let fresh = pod_with_volumes();
+        let mut cached = fresh.clone();
+        kruise_runtime::cache::prune_workload_pod(&mut cached);
+        let mut running = fresh.clone();
+        running.status.as_mut().unwrap().phase = Some("Running".into());
+        assert!(same_but_status(&running, &cached));
+        assert!(same_but_status(&fresh, &fresh));
+    }
+
+    #[test]
+    fn a_changed_image_or_label_is_not_status_only() {
+        let cached = pod_with_volumes();
+        let mut image = cached.clone();
+        image.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
+        assert!(!same_but_status(&image, &cached));
+        let mut label = cached.clone();
+        label.labels_mut().insert("app".into(), "other".into());
+        assert!(!same_but_status(&label, &cached));
     }
 
     #[tokio::test]
