@@ -797,10 +797,16 @@ async fn can_i(
 /// Every served plural resource name to its API group, core resources winning a tie (as
 /// kubectl resolves an unqualified name).
 async fn resource_groups(client: &kube::Client) -> BTreeMap<String, String> {
-    let discovery = kube::discovery::Discovery::new(client.clone())
-        .run()
-        .await
-        .expect("API discovery");
+    // Discovery lists each group version it was told of; one whose CRD version is being
+    // changed by a test beside this one (the conversion tests serve and withdraw
+    // versions) can be gone by the time it is asked: 404. Asked again, it is consistent.
+    let discovery = wait_for("API discovery", Duration::from_secs(30), || async {
+        kube::discovery::Discovery::new(client.clone())
+            .run()
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
     let mut groups = BTreeMap::new();
     for group in discovery.groups() {
         for (resource, _) in group.recommended_resources() {
