@@ -20,7 +20,6 @@ use futures::{Stream, StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
@@ -29,6 +28,7 @@ use tokio::sync::broadcast;
 
 use crate::admin::ReadyHandle;
 use crate::events::Events;
+use crate::list_watch::list_watch;
 use crate::metrics::Metrics;
 
 /// Removes what no controller reads from an object before it is cached.
@@ -110,8 +110,7 @@ where
         prune: fn(&mut K),
         ready: ReadyHandle,
     ) -> Self {
-        let events = watcher(api, config).default_backoff().modify(prune);
-        Self::spawn_from(events, ready)
+        Self::spawn_from(list_watch(api, config, prune), ready)
     }
 
     /// Like [`Cache::spawn`] for custom resources: objects that fail to decode are logged
@@ -132,17 +131,22 @@ where
             progress: Default::default(),
         };
         let store = cache.store.clone();
-        let events = watcher(api, config)
-            .default_backoff()
+        // Pruned as decoded, like every other cache; a malformed object has only its
+        // metadata, which the report reads.
+        let prune_decoded = move |object: &mut Tolerant<K>| {
+            if let Tolerant::Decoded(object) = object {
+                prune(object);
+            }
+        };
+        let events = list_watch(api, config, prune_decoded)
             .map_ok(move |event| decode_tolerant(event, &store, &report))
-            .try_filter_map(|event| async move { Ok(event) })
-            .modify(prune);
+            .try_filter_map(|event| async move { Ok(event) });
         tokio::spawn(cache.clone().run(events, writer, ready));
         cache
     }
 
-    fn spawn_from(
-        events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    fn spawn_from<E: std::fmt::Display + Send + 'static>(
+        events: impl Stream<Item = Result<Event<K>, E>> + Send + 'static,
         ready: ReadyHandle,
     ) -> Self {
         let (tx, _) = broadcast::channel(CHANGES_BUFFER);
@@ -157,9 +161,9 @@ where
         cache
     }
 
-    async fn run(
+    async fn run<E: std::fmt::Display>(
         self,
-        events: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send,
+        events: impl Stream<Item = Result<Event<K>, E>> + Send,
         mut writer: Writer<K>,
         ready: ReadyHandle,
     ) {
@@ -305,16 +309,6 @@ where
         .flatten();
         snapshot.chain(live)
     }
-}
-
-fn watcher<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
-where
-    K: Resource + Clone + Debug + DeserializeOwned + Send + 'static,
-{
-    watcher::watcher(api, config)
 }
 
 /// Controller-owner UID → objects, maintained from the same events as the store.
@@ -667,7 +661,7 @@ mod tests {
         let (events, rx) = futures::channel::mpsc::unbounded();
         let readiness = crate::Readiness::default();
         let cache = Cache::<Pod>::spawn_from(rx, readiness.register("cache pods"));
-        let send = |e: Event<Pod>| events.unbounded_send(Ok(e)).unwrap();
+        let send = |e: Event<Pod>| events.unbounded_send(Ok::<_, String>(e)).unwrap();
         let settle = || tokio::time::sleep(std::time::Duration::from_millis(50));
         let has = |name: &str| {
             cache

@@ -11,6 +11,7 @@ pub mod events;
 pub mod gates;
 pub mod instruments;
 pub mod leader;
+pub mod list_watch;
 pub mod metrics;
 pub mod reconciler;
 pub mod settings;
