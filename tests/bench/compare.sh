@@ -311,12 +311,16 @@ wait_ready() { # name pid url
 
 # --- ours -------------------------------------------------------------------------------
 
+# With its CA in a Secret, as kustomize deploys it: a CA made anew at each start rewrites
+# the CRD's conversion caBundle, which ends every CloneSet watch, and the restart phase
+# then measured 2 s of relisting (2000 Pods: idle 2.74 s with it, 0.58 s without).
 start_ours() {
   KUBECONFIG=$kubeconfig \
     KRUISE_ADMIN_ADDR=127.0.0.1:$ours_admin \
     KRUISE_WEBHOOK_ADDR=127.0.0.1:$ours_webhook \
     KRUISE_WEBHOOK_URL=https://127.0.0.1:$ours_webhook \
     KRUISE_NAMESPACE=kruise-system \
+    KRUISE_WEBHOOK_CA_SECRET=cloneset-webhook-ca \
     KRUISE_LEADER_ELECT=false \
     KRUISE_KUBE_QPS=$qps KRUISE_KUBE_BURST=$burst KRUISE_WORKERS=$workers \
     setsid "$ctl_bin" >>"$state/logs/cloneset-ctl.log" 2>&1 </dev/null &

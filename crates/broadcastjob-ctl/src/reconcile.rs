@@ -58,8 +58,9 @@ pub async fn reconcile(job: Arc<BroadcastJob>, ctx: Arc<Context>) -> Result<Acti
     {
         kruise_runtime::apply_status(&api, job, &next, CONTROLLER_NAME).await?;
     }
-    executed?;
-    Ok(requeue.map_or_else(Action::await_change, Action::requeue))
+    let held = executed?.requeue_after();
+    Ok(kruise_workload::min_duration(requeue, held)
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Pod name suffixes as `generateName` makes them (`bcj-demo-m4mrw`).

@@ -73,8 +73,8 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
     // Every deletion of the scale phase refused by a PodUnavailableBudget: nothing
     // changed, and the round goes on to the update phase, as upstream's does.
     if let (Some(planned), Ok(done)) = (scale_actions, &executed)
-        && planned > 0
-        && done.held_by_budget == planned
+        && planned > done.deferred
+        && done.held_by_budget == planned - done.deferred
     {
         let held = done.held_by_budget;
         let (update, update_errors) = plan_update_after_held_scale(&world);

@@ -110,9 +110,27 @@ pub struct Plan<'a> {
     pub requeue_after: Option<Duration>,
 }
 
+/// The most actions one round carries out; the rest wait for the next round, which
+/// follows at once. A round's actions, and the Pods it builds, are held in memory until
+/// it ends: planned whole, a CloneSet scaled from 0 to 10 000 built 10 000 Pods at once,
+/// and its next round 10 000 lifecycle patches (RSS 126 → 249 MiB within 20 s). A
+/// hundred keeps a round's memory small and costs nothing in time: the writes are bound
+/// by the client's QPS either way.
+pub const WRITES_PER_ROUND: usize = 100;
+
 impl Plan<'_> {
     pub fn changes_something(&self) -> bool {
         !self.actions.is_empty()
+    }
+
+    /// Whether this plan holds a round's worth of actions ([`WRITES_PER_ROUND`]): a
+    /// planner adding one action a Pod stops there, and asks for the next round at once.
+    pub fn round_is_full(&mut self) -> bool {
+        let full = self.actions.len() >= WRITES_PER_ROUND;
+        if full {
+            self.requeue(Duration::ZERO);
+        }
+        full
     }
 
     /// Look again after `after` at the latest (the earliest of all requests wins).

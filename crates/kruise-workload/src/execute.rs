@@ -13,7 +13,7 @@ use kube::runtime::controller::Action as Next;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::action::Action;
+use crate::action::{Action, WRITES_PER_ROUND};
 use crate::control::{PatchKind, PodControl, slow_start};
 use crate::expectations::{Expectations, Expected, Observed};
 use kube::runtime::reflector::ObjectRef;
@@ -35,11 +35,16 @@ pub struct Executed {
     /// Pod disruptions (in-place updates, deletions) a PodUnavailableBudget refused
     /// this round.
     pub held_by_budget: usize,
+    /// Actions beyond [`WRITES_PER_ROUND`], left for the next round.
+    pub deferred: usize,
 }
 
 impl Executed {
-    /// When to look again for what was held back.
+    /// When to look again for what was held back: at once for what was deferred.
     pub fn requeue_after(&self) -> Option<Duration> {
+        if self.deferred > 0 {
+            return Some(Duration::ZERO);
+        }
         (self.held_by_budget > 0).then_some(BUDGET_POLL)
     }
 }
@@ -181,8 +186,9 @@ impl Writer {
         self.pvcs.forget(owner_uid);
     }
 
-    /// Carries out a plan: its warnings as Warning events on the owner, then its
-    /// actions ([`Writer::execute`]).
+    /// Carries out a plan: its warnings as Warning events on the owner, then its first
+    /// [`WRITES_PER_ROUND`] actions ([`Writer::execute`]); the rest are left to the next
+    /// round ([`Executed::deferred`]), planned again from what the caches show then.
     pub async fn carry_out(
         &self,
         owner: &ObjectReference,
@@ -194,7 +200,15 @@ impl Writer {
                 .events()
                 .warning(owner, w.reason, w.message.clone());
         }
-        self.execute(owner, owner_uid, plan.actions).await
+        let mut actions = plan.actions;
+        let deferred = actions.len().saturating_sub(WRITES_PER_ROUND);
+        actions.truncate(WRITES_PER_ROUND);
+        if deferred > 0 {
+            tracing::debug!(deferred, "round full; the rest in the next round");
+        }
+        let mut executed = self.execute(owner, owner_uid, actions).await?;
+        executed.deferred = deferred;
+        Ok(executed)
     }
 
     /// Executes every action for the owner (`owner`, `owner_uid`); returns the first

@@ -19,7 +19,7 @@ pub mod strategic;
 pub mod testing;
 pub mod update;
 
-pub use action::{Action, Plan, Warning, min_duration};
+pub use action::{Action, Plan, WRITES_PER_ROUND, Warning, min_duration};
 pub use control::{PatchKind, PodControl, PodMessages, slow_start};
 pub use execute::{Executed, Writer};
 pub use expectations::{Expectations, Expected, Observed};

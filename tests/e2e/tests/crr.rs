@@ -493,7 +493,7 @@ async fn crr_refused_while_the_kruise_daemon_gate_is_off() {
 /// filter.
 mod realnode {
     use super::*;
-    use kruise_e2e::{events_in, is_ready, kubectl_async, wait_events};
+    use kruise_e2e::{is_ready, kubectl_async, wait_events};
 
     const NODE: &str = "real-0";
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use kruise_api::apps_v1alpha1::DaemonSet;
-use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl_async, wait_events, wait_for};
+use kruise_e2e::{
+    RunningController, TestNamespace, events_in, is_ready, kubectl_async, wait_events, wait_for,
+};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -572,7 +574,10 @@ async fn daemonset_in_place_if_possible_keeps_pod_uids() {
         .values()
         .map(|pod| format!("successfully update pod {} in-place", pod.name_any()))
         .collect();
-    let limit = format!("{}/nginx number of unavailable DaemonSet pods: 1, is equal to or exceeds allowed maximum: 1", ns.name);
+    let limit = format!(
+        "{}/nginx number of unavailable DaemonSet pods: 1, is equal to or exceeds allowed maximum: 1",
+        ns.name
+    );
     let events = wait_events(&ns, "nginx", "the in-place and limit events", |events| {
         notes.iter().all(|note| {
             events

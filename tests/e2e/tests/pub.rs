@@ -18,7 +18,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_api::keys;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PodUnavailableBudgetStatus, PubOperation};
-use kruise_e2e::{RunningController, TestNamespace, events_in, is_ready, kubectl, wait_events, wait_for};
+use kruise_e2e::{
+    RunningController, TestNamespace, events_in, is_ready, kubectl, wait_events, wait_for,
+};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};

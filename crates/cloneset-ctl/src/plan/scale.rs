@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
 use kruise_ordering::deletion::{DeletionContext, sort_for_deletion};
+use kruise_workload::WRITES_PER_ROUND;
 
 use super::diffs::diffs;
 use super::pods::{instance_ids, new_pod};
@@ -80,7 +81,13 @@ pub fn plan_scale<'a>(world: &World<'a>, fresh_ids: &mut dyn Iterator<Item = Str
         });
     }
     if d.scale_up > 0 {
-        let n = d.scale_up_limit.max(0) as usize;
+        // A round's worth at a time (each new Pod is held until the round ends); the
+        // next round, at once, creates more.
+        let allowed = d.scale_up_limit.max(0) as usize;
+        let n = allowed.min(WRITES_PER_ROUND);
+        if n < allowed {
+            plan.requeue(std::time::Duration::ZERO);
+        }
         let from_current = (d.scale_up_old.max(0) as usize).min(n);
         for (i, id) in instance_ids(world, n, fresh_ids).into_iter().enumerate() {
             let revision = if i < from_current {
@@ -232,6 +239,18 @@ mod tests {
         let plan = plan_scale(&f.world(), &mut ids());
         assert_eq!(names(&plan), ["cs-new00", "cs-new01", "cs-new02"]);
         assert!(plan.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_large_scale_up_creates_one_round_at_a_time_and_asks_for_the_next_at_once() {
+        let f = Fixture::new(250).settled();
+        let plan = plan_scale(&f.world(), &mut ids());
+        assert_eq!(plan.actions.len(), kruise_workload::WRITES_PER_ROUND);
+        assert!(kinds(&plan).iter().all(|k| *k == "create"));
+        assert_eq!(plan.requeue_after, Some(std::time::Duration::ZERO));
+        // A small one needs no next round.
+        let f = Fixture::new(3).settled();
+        assert_eq!(plan_scale(&f.world(), &mut ids()).requeue_after, None);
     }
 
     #[test]

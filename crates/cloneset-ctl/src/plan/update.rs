@@ -194,6 +194,9 @@ fn refresh_pods<'a>(world: &World<'a>) -> Plan<'a> {
     let mut plan = Plan::default();
     let lifecycle = world.lifecycle();
     for pod in world.pods.iter().copied() {
+        if plan.round_is_full() {
+            break;
+        }
         let template_hash = || {
             if has_label(pod, keys::POD_TEMPLATE_HASH) {
                 return None;
@@ -366,6 +369,18 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_refresh_of_many_pods_plans_one_round_and_asks_for_the_next_at_once() {
+        let mut f = Fixture::new(150).settled();
+        f.add_pods(150, Rev::Update, Ready::Yes);
+        for i in 0..150 {
+            f.set_state(i, "PreparingNormal");
+        }
+        let plan = plan_update(&f.world());
+        assert_eq!(plan.actions.len(), kruise_workload::WRITES_PER_ROUND);
+        assert_eq!(plan.requeue_after, Some(std::time::Duration::ZERO));
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub fn refresh_pods<'a>(world: &World<'a>, touched: &BTreeSet<String>) -> Plan<'
     let mut plan = Plan::default();
     let lifecycle = world.lifecycle();
     for pod in &world.pods {
+        if plan.round_is_full() {
+            break;
+        }
         if is_terminating(pod) || is_finished(pod) || touched.contains(pod_name(pod)) {
             continue;
         }

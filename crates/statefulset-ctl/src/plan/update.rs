@@ -31,6 +31,9 @@ pub fn refresh_pods<'a>(
     let mut plan = Plan::default();
     let lifecycle = world.lifecycle();
     for (ordinal, pod) in replicas.all_pods() {
+        if plan.round_is_full() {
+            break;
+        }
         if is_terminating(pod) || is_finished(pod) || touched.contains(pod_name(pod)) {
             continue;
         }
