@@ -63,6 +63,56 @@ pub fn prune_workload_pod(pod: &mut Pod) {
             container.volume_devices = None;
         }
     }
+    compact_pod(pod);
+}
+
+/// [`prune`] and [`compact_pod`]: a Pod cached whole, with nothing of it left out.
+pub fn prune_pod(pod: &mut Pod) {
+    prune(pod);
+    compact_pod(pod);
+}
+
+/// Gives back the spare capacity of a decoded Pod's lists. serde grows a `Vec` from
+/// capacity 4 for elements up to 1 KB, and the typed elements are large even when
+/// empty (`ContainerStatus` 752 bytes, `PodCondition` 160): one container's status
+/// took 3 KB. Measured on a CloneSet's Pod (`tests/cached_pod_bytes.rs`): 14.7 → 6.4 KB
+/// live per cached Pod. Only memory changes; every value stays.
+pub fn compact_pod(pod: &mut Pod) {
+    fn fit<T>(list: &mut Option<Vec<T>>) {
+        if let Some(list) = list {
+            list.shrink_to_fit();
+        }
+    }
+    fit(&mut pod.metadata.owner_references);
+    fit(&mut pod.metadata.finalizers);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.shrink_to_fit();
+        fit(&mut spec.init_containers);
+        for container in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            fit(&mut container.env);
+            fit(&mut container.env_from);
+            fit(&mut container.ports);
+            fit(&mut container.args);
+            fit(&mut container.command);
+            fit(&mut container.volume_mounts);
+        }
+        fit(&mut spec.tolerations);
+        fit(&mut spec.readiness_gates);
+        fit(&mut spec.volumes);
+        fit(&mut spec.image_pull_secrets);
+    }
+    if let Some(status) = pod.status.as_mut() {
+        fit(&mut status.conditions);
+        fit(&mut status.container_statuses);
+        fit(&mut status.init_container_statuses);
+        fit(&mut status.ephemeral_container_statuses);
+        fit(&mut status.pod_ips);
+        fit(&mut status.host_ips);
+    }
 }
 
 /// The readiness check of a cache of `K`: `cache <plural>` (`cache pods`).
