@@ -21,7 +21,7 @@ fn bytes_per_pod(prune: fn(&mut Pod)) -> isize {
     let region = Region::new(GLOBAL);
     let held: Vec<Arc<Pod>> = (0..COUNT)
         .map(|_| {
-            let mut pod: Pod = serde_json::from_str(POD).unwrap();
+            let mut pod: Pod = serde_json::from_str(POD).expect("the fixture is a Pod");
             prune(&mut pod);
             Arc::new(pod)
         })
