@@ -16,12 +16,12 @@ const POD: &str = include_str!("fixtures/cloneset-pod.json");
 
 /// Live heap bytes per Pod for `count` Pods decoded from the fixture and passed
 /// through `prune`, held as the cache holds them.
-fn bytes_per_pod(prune: fn(&mut Pod)) -> isize {
+fn bytes_per_pod(decode: impl Fn() -> Pod, prune: fn(&mut Pod)) -> isize {
     const COUNT: isize = 1000;
     let region = Region::new(GLOBAL);
     let held: Vec<Arc<Pod>> = (0..COUNT)
         .map(|_| {
-            let mut pod: Pod = serde_json::from_str(POD).expect("the fixture is a Pod");
+            let mut pod = decode();
             prune(&mut pod);
             Arc::new(pod)
         })
@@ -35,8 +35,9 @@ fn bytes_per_pod(prune: fn(&mut Pod)) -> isize {
 
 #[test]
 fn a_cached_workload_pod_stays_small() {
-    let whole = bytes_per_pod(|_| {});
-    let pruned = bytes_per_pod(kruise_runtime::cache::prune_workload_pod);
+    let decode = || serde_json::from_str::<Pod>(POD).unwrap();
+    let whole = bytes_per_pod(decode, |_| {});
+    let pruned = bytes_per_pod(decode, kruise_runtime::cache::prune_workload_pod);
     eprintln!("bytes per Pod: whole {whole}, pruned for a workload cache {pruned}");
     assert!(pruned < whole, "{pruned} < {whole}");
     // Measured 2026-11-26 with k8s-openapi 0.29; the bound leaves room for small changes
