@@ -237,8 +237,14 @@ where
                     continue;
                 }
             };
+            // The index first: it reads the object's previous owner from the store.
+            let store = &self.store;
+            self.owners.apply(&event, |key| {
+                store
+                    .get(key)
+                    .and_then(|previous| controller_uid(previous.as_ref()))
+            });
             writer.apply_watcher_event(&event);
-            self.owners.apply(&event);
             let version = match &event {
                 Event::Apply(obj) | Event::Delete(obj) | Event::InitApply(obj) => obj
                     .meta()
@@ -361,7 +367,11 @@ where
     }
 }
 
-/// Controller-owner UID → objects, maintained from the same events as the store.
+/// Controller-owner UID → objects, maintained from the same events as the store. It
+/// keeps bare keys (name and namespace, without the version and UID an `ObjectRef`
+/// can carry) and no reverse map: an object's previous owner is read from the store,
+/// which still holds the previous version when the index sees an event. Both cost
+/// memory for every cached Pod.
 pub struct OwnerIndex<K: Resource>
 where
     K::DynamicType: Eq + Hash + Clone,
@@ -374,7 +384,6 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     by_owner: HashMap<String, HashSet<ObjectRef<K>>>,
-    owner_of: HashMap<ObjectRef<K>, String>,
     relist: Option<Vec<(ObjectRef<K>, String)>>,
 }
 
@@ -386,7 +395,6 @@ where
         OwnerIndex {
             inner: Arc::new(RwLock::new(IndexState {
                 by_owner: HashMap::new(),
-                owner_of: HashMap::new(),
                 relist: None,
             })),
         }
@@ -404,6 +412,14 @@ where
     }
 }
 
+/// An object's key without the version and UID an `ObjectRef` can carry (they do not
+/// take part in its equality or hash).
+fn bare_ref<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectRef<K> {
+    let mut key = ObjectRef::new(obj.meta().name.as_deref().unwrap_or_default());
+    key.namespace = obj.meta().namespace.clone();
+    key
+}
+
 /// The UID of an object's controller owner, if any.
 pub fn controller_uid<K: Resource>(obj: &K) -> Option<String> {
     obj.meta()
@@ -418,27 +434,43 @@ impl<K> OwnerIndex<K>
 where
     K: Resource<DynamicType = ()> + Clone,
 {
-    fn apply(&self, event: &Event<K>) {
+    /// Applies one event; `previous_owner` tells the controller owner of the version
+    /// the store holds before this event (none if it holds none).
+    fn apply(&self, event: &Event<K>, previous_owner: impl Fn(&ObjectRef<K>) -> Option<String>) {
         let mut state = self
             .inner
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match event {
-            Event::Apply(obj) => state.insert(ObjectRef::from_obj(obj), controller_uid(obj)),
-            Event::Delete(obj) => state.insert(ObjectRef::from_obj(obj), None),
+            Event::Apply(obj) | Event::Delete(obj) => {
+                let key = bare_ref(obj);
+                let owner = match event {
+                    Event::Apply(_) => controller_uid(obj),
+                    _ => None,
+                };
+                let previous = previous_owner(&key);
+                if previous != owner
+                    && let Some(previous) = previous
+                {
+                    state.remove(&key, &previous);
+                }
+                if let Some(owner) = owner {
+                    state.by_owner.entry(owner).or_default().insert(key);
+                }
+            }
             Event::Init => state.relist = Some(Vec::new()),
             Event::InitApply(obj) => {
                 if let (Some(relist), Some(uid)) = (state.relist.as_mut(), controller_uid(obj)) {
-                    relist.push((ObjectRef::from_obj(obj), uid));
+                    relist.push((bare_ref(obj), uid));
                 }
             }
             Event::InitDone => {
                 let entries = state.relist.take().unwrap_or_default();
                 state.by_owner.clear();
-                state.owner_of.clear();
-                for (r, uid) in entries {
-                    state.insert(r, Some(uid));
+                for (key, uid) in entries {
+                    state.by_owner.entry(uid).or_default().insert(key);
                 }
+                state.by_owner.shrink_to_fit();
             }
         }
     }
@@ -460,21 +492,12 @@ impl<K: Resource> IndexState<K>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    fn insert(&mut self, r: ObjectRef<K>, owner: Option<String>) {
-        if let Some(previous) = self.owner_of.remove(&r)
-            && let Some(set) = self.by_owner.get_mut(&previous)
-        {
-            set.remove(&r);
+    fn remove(&mut self, key: &ObjectRef<K>, owner: &str) {
+        if let Some(set) = self.by_owner.get_mut(owner) {
+            set.remove(key);
             if set.is_empty() {
-                self.by_owner.remove(&previous);
+                self.by_owner.remove(owner);
             }
-        }
-        if let Some(owner) = owner {
-            self.by_owner
-                .entry(owner.clone())
-                .or_default()
-                .insert(r.clone());
-            self.owner_of.insert(r, owner);
         }
     }
 }
@@ -750,26 +773,53 @@ mod tests {
     #[test]
     fn owner_index_follows_applies_deletes_and_relists() {
         let index = OwnerIndex::<Pod>::default();
-        index.apply(&Event::Apply(pod("a", Some("u1"))));
-        index.apply(&Event::Apply(pod("b", Some("u1"))));
-        index.apply(&Event::Apply(pod("c", Some("u2"))));
-        index.apply(&Event::Apply(pod("d", None)));
+        // The store, as the index sees it: name → owner, updated after each event.
+        let store = std::cell::RefCell::new(HashMap::<String, Option<String>>::new());
+        let apply = |event: Event<Pod>| {
+            index.apply(&event, |key| {
+                store.borrow().get(&key.name).cloned().flatten()
+            });
+            let mut store = store.borrow_mut();
+            match &event {
+                Event::Apply(p) => {
+                    store.insert(p.name_any(), controller_uid(p));
+                }
+                Event::Delete(p) => {
+                    store.remove(&p.name_any());
+                }
+                Event::Init | Event::InitApply(_) => {}
+                Event::InitDone => store.clear(),
+            }
+        };
+        apply(Event::Apply(pod("a", Some("u1"))));
+        apply(Event::Apply(pod("b", Some("u1"))));
+        apply(Event::Apply(pod("c", Some("u2"))));
+        apply(Event::Apply(pod("d", None)));
         assert_eq!(names(&index, "u1"), ["a", "b"]);
         // Released by its owner (ownerRef removed).
-        index.apply(&Event::Apply(pod("b", None)));
+        apply(Event::Apply(pod("b", None)));
         assert_eq!(names(&index, "u1"), ["a"]);
-        index.apply(&Event::Delete(pod("c", Some("u2"))));
-        assert!(names(&index, "u2").is_empty());
+        // Adopted by another owner.
+        apply(Event::Apply(pod("d", Some("u2"))));
+        apply(Event::Apply(pod("a", Some("u2"))));
+        assert!(names(&index, "u1").is_empty());
+        assert_eq!(names(&index, "u2"), ["a", "c", "d"]);
+        // Updated, same owner: still there once.
+        apply(Event::Apply(pod("a", Some("u2"))));
+        assert_eq!(names(&index, "u2"), ["a", "c", "d"]);
+        apply(Event::Delete(pod("c", Some("u2"))));
+        assert_eq!(names(&index, "u2"), ["a", "d"]);
         // A relist replaces everything.
-        index.apply(&Event::Init);
-        index.apply(&Event::InitApply(pod("x", Some("u1"))));
+        apply(Event::Init);
+        apply(Event::InitApply(pod("x", Some("u1"))));
         assert_eq!(
-            names(&index, "u1"),
-            ["a"],
+            names(&index, "u2"),
+            ["a", "d"],
             "old view kept until the relist is done"
         );
-        index.apply(&Event::InitDone);
+        apply(Event::InitDone);
         assert_eq!(names(&index, "u1"), ["x"]);
+        assert!(names(&index, "u2").is_empty());
     }
 
     #[test]
