@@ -50,6 +50,16 @@ pub enum Error {
     Leader(String),
     #[error("webhook: {0}")]
     Webhook(String),
+    /// A cache's list failed; it is retried after a backoff (`list_watch`).
+    #[error("list failed: {0}")]
+    List(#[source] kube::Error),
+    #[error("list body did not decode: {0}")]
+    ListDecode(String),
+    /// A cache's watch failed; it is resumed after a backoff (`list_watch`).
+    #[error("watch failed: {0}")]
+    Watch(#[source] kube::Error),
+    #[error("watch error event: {0}")]
+    WatchEvent(String),
 }
 
 impl Error {
@@ -61,6 +71,8 @@ impl Error {
             Error::Admin { .. } => "admin",
             Error::Leader(_) => "leader",
             Error::Webhook(_) => "webhook",
+            Error::List(_) | Error::ListDecode(_) => "list",
+            Error::Watch(_) | Error::WatchEvent(_) => "watch",
         }
     }
 }

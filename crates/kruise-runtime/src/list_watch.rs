@@ -27,18 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 use tokio_util::io::SyncIoBridge;
 
-/// Why a list or watch failed; the stream goes on after a [`WatchBackoff`] pause.
-#[derive(Debug, thiserror::Error)]
-pub enum ListWatchError {
-    #[error("list failed: {0}")]
-    List(#[source] kube::Error),
-    #[error("list body did not decode: {0}")]
-    Decode(String),
-    #[error("watch failed: {0}")]
-    Watch(#[source] kube::Error),
-    #[error("watch error event: {0}")]
-    WatchEvent(String),
-}
+use crate::Error as ListWatchError;
 
 /// Pauses between retries of a failed list or watch: 50 ms, doubling up to 30 s, each
 /// with up to 25% random jitter; reset by a success. kube's default starts at 800 ms,
@@ -195,10 +184,10 @@ where
     }
     let version = decoder
         .await
-        .map_err(|e| ListWatchError::Decode(e.to_string()))?
-        .map_err(|e| ListWatchError::Decode(e.to_string()))?;
+        .map_err(|e| ListWatchError::ListDecode(e.to_string()))?
+        .map_err(|e| ListWatchError::ListDecode(e.to_string()))?;
     let Some(version) = version else {
-        return Err(ListWatchError::Decode(
+        return Err(ListWatchError::ListDecode(
             "the list has no metadata.resourceVersion".into(),
         ));
     };
