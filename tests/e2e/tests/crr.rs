@@ -391,7 +391,8 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
     // No agent serves the kwok node: the request waits, unanswered.
     let crr = get_crr(&ns, "gone").await;
     assert_eq!(crr.status.and_then(|s| s.phase), None);
-    // Another one past its activeDeadlineSeconds: completed, its containers Failed.
+    // Another one past its activeDeadlineSeconds: completed; its container states stay
+    // what the agent wrote (none here), as OpenKruise's manager leaves them.
     ns.apply(&crr_yaml(
         "deadline",
         "pod-name",
@@ -406,18 +407,10 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
         status.message,
         "recreating has exceeded the activeDeadlineSeconds"
     );
-    let states: Vec<_> = status
-        .container_recreate_states
-        .iter()
-        .map(|s| (s.name.as_str(), s.phase, s.message.as_str()))
-        .collect();
-    assert_eq!(
-        states,
-        [(
-            "app",
-            ContainerRecreateRequestPhase::Failed,
-            "recreating has exceeded the activeDeadlineSeconds"
-        )]
+    assert!(
+        status.container_recreate_states.is_empty(),
+        "{:?}",
+        status.container_recreate_states
     );
     ns.api::<Pod>()
         .delete(
@@ -493,7 +486,7 @@ async fn crr_refused_while_the_kruise_daemon_gate_is_off() {
 /// filter.
 mod realnode {
     use super::*;
-    use kruise_e2e::{events_in, is_ready, kubectl_async, wait_events};
+    use kruise_e2e::{is_ready, kubectl_async, wait_events};
 
     const NODE: &str = "real-0";
 
