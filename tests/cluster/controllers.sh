@@ -141,7 +141,11 @@ up() {
   log "installing CRDs"
   $kubectl apply --server-side --force-conflicts -f "$root/deploy/crds/" >/dev/null
   $kubectl wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
-  $kubectl create namespace kruise-system --dry-run=client -o yaml | $kubectl apply -f - >/dev/null
+  # kruise-system, and the config namespace (kruise-daemon-config: the node agent's, where
+  # imagepulljob-ctl copies the jobs' pull secrets), as a deployment has them.
+  for ns in kruise-system kruise-daemon-config; do
+    $kubectl create namespace "$ns" --dry-run=client -o yaml | $kubectl apply -f - >/dev/null
+  done
   stop
   # ResourceDistributionGate is off upstream (its webhook then refuses every RD); the
   # local cluster turns it on so `make up` shows the feature. Listed first: the caller's

@@ -182,12 +182,79 @@ suite_setup() {
       log "tainting $tainted_node as kind's control plane for the suite (3 schedulable workers)"
       kc taint nodes "$tainted_node" "$control_plane_taint" --overwrite >/dev/null
       ;;
+    containerrecreaterequest | imagepulljob | imagelistpulljob) daemon_setup "$1" ;;
+  esac
+}
+# - containerrecreaterequest, imagepulljob, imagelistpulljob (kruise-daemon's suites): only
+#   real-0 has a node agent, so the specs must see real-0 only. The stand-ins for the
+#   images they use are pushed to real-0's registry and pulls of registry.k8s.io go there
+#   (daemon-images.sh). ContainerRecreateRequest: its CloneSets' Pods must land on real-0,
+#   so real-0 loses its node.kruise.io/real taint for the suite and every kwok node gets
+#   $no_agent_taint instead. The pull suites count the cluster's Nodes (Desired and
+#   Succeeded = number of Nodes, every Node with its NodeImage), so the kwok Nodes are
+#   deleted for the suite (imagepulljob-ctl deletes their NodeImages) and created again
+#   after, as they were.
+real_node=real-0
+real_taint=node.kruise.io/real=true:NoSchedule
+no_agent_taint=node.kruise.io/no-daemon-agent=true:NoSchedule
+untainted_real=false
+saved_kwok_nodes=
+no_agent_nodes=()
+daemon_setup() {
+  if [ ! -f "$state/run/real-node" ]; then
+    log "suite $1: no real node here; its specs will fail (KRUISE_REAL_NODE=1 tests/cluster/cluster.sh down/up)"
+    return 0
+  fi
+  "$here/daemon-images.sh"
+  case $1 in
+    containerrecreaterequest)
+      mapfile -t no_agent_nodes < <(kc get nodes -l type=kwok -o name | sed 's|^node/||')
+      log "suite $1: Pods only on $real_node (untainted; kwok nodes tainted $no_agent_taint)"
+      [ ${#no_agent_nodes[@]} -eq 0 ] || kc taint nodes "${no_agent_nodes[@]}" "$no_agent_taint" --overwrite >/dev/null
+      kc taint nodes "$real_node" "${real_taint%%=*}:NoSchedule-" >/dev/null 2>&1 || true
+      untainted_real=true
+      ;;
+    imagepulljob | imagelistpulljob)
+      saved_kwok_nodes=$(mktemp)
+      kc get nodes -l type=kwok -o json | python3 -c '
+import json, sys
+items = []
+for n in json.load(sys.stdin)["items"]:
+    meta = {k: n["metadata"][k] for k in ("name", "labels", "annotations") if k in n["metadata"]}
+    status = {k: n["status"][k] for k in ("allocatable", "capacity") if k in n.get("status", {})}
+    spec = {k: v for k, v in n.get("spec", {}).items() if k != "taints"}
+    items.append({"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status})
+json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)' >"$saved_kwok_nodes"
+      log "suite $1: deleting the kwok Nodes for the suite ($real_node alone; they come back after)"
+      kc delete nodes -l type=kwok --wait=true >/dev/null
+      local deadline=$((SECONDS + 60))
+      until [ "$(kc get nodeimages -o name | grep -cv '/fake-nodeimage$')" = "$(kc get nodes -o name | wc -l)" ]; do
+        [ $SECONDS -lt $deadline ] || { log "NodeImages of the deleted Nodes still there after 60s"; break; }
+        sleep 1
+      done
+      ;;
   esac
 }
 suite_teardown() {
   if [ -n "$tainted_node" ]; then
     kc taint nodes "$tainted_node" "$control_plane_taint-" >/dev/null 2>&1 || true
     tainted_node=
+  fi
+  if [ ${#no_agent_nodes[@]} -gt 0 ]; then
+    kc taint nodes "${no_agent_nodes[@]}" "${no_agent_taint%%=*}:NoSchedule-" >/dev/null 2>&1 || true
+    no_agent_nodes=()
+  fi
+  if $untainted_real; then
+    kc taint nodes "$real_node" "$real_taint" --overwrite >/dev/null 2>&1 || true
+    untainted_real=false
+  fi
+  if [ -n "$saved_kwok_nodes" ]; then
+    log "creating the kwok Nodes again"
+    kc apply -f "$saved_kwok_nodes" >/dev/null || log "could not create the kwok Nodes again: $saved_kwok_nodes"
+    sleep 2
+    kc taint nodes -l type=kwok node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+    rm -f "$saved_kwok_nodes"
+    saved_kwok_nodes=
   fi
 }
 trap 'suite_teardown; restore' EXIT

@@ -281,6 +281,12 @@ impl Worker {
     /// Moves the picked request forward until it has to wait.
     async fn work(&self, mut crr: ContainerRecreateRequest) -> Result<Option<Duration>, Error> {
         for _ in 0..MAX_STEPS_PER_PASS {
+            // Completed meanwhile (the manager's activeDeadlineSeconds, while a preStop
+            // hook ran): a write of ours returned it so. Its phase is final; moving it
+            // back to Recreating would reopen a request the manager has closed.
+            if finished(&crr) {
+                return Ok(None);
+            }
             let now = jiff::Timestamp::now();
             if crr.status.as_ref().and_then(|s| s.phase) != Some(Phase::Recreating) {
                 crr = self

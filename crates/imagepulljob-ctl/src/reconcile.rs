@@ -59,11 +59,37 @@ pub fn secret_refs(j: &ImagePullJob, config_ns: &str) -> Vec<ReferenceObject> {
 }
 
 fn references(secret: &Secret) -> Vec<String> {
-    secret
-        .annotations()
-        .get(keys::IMAGEPULLJOB_REFERENCES)
-        .and_then(|v| serde_json::from_str(v).ok())
-        .unwrap_or_default()
+    parse_references(
+        secret
+            .annotations()
+            .get(keys::IMAGEPULLJOB_REFERENCES)
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )
+}
+
+/// The jobs (`<namespace>/<name>`) of a copy's references annotation: a comma-separated
+/// list, as OpenKruise writes and reads it (its e2e suite splits the value on `,`). A JSON
+/// list (what this controller wrote before) is read too, so older copies keep their
+/// references.
+pub fn parse_references(value: &str) -> Vec<String> {
+    if value.trim_start().starts_with('[') {
+        return serde_json::from_str(value).unwrap_or_default();
+    }
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The references annotation's value: the jobs sorted, joined by commas (upstream's form).
+pub fn format_references(refs: &[String]) -> String {
+    let mut refs = refs.to_vec();
+    refs.sort();
+    refs.dedup();
+    refs.join(",")
 }
 
 /// Copies the job's pull secrets into the config namespace (spec §3.3), the job added to
@@ -100,7 +126,7 @@ async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
                 "namespace": ctx.config_namespace,
                 "annotations": {
                     keys::IMAGEPULLJOB_SOURCE_KEY: format!("{ns}/{name}"),
-                    keys::IMAGEPULLJOB_REFERENCES: serde_json::to_string(&refs)?,
+                    keys::IMAGEPULLJOB_REFERENCES: format_references(&refs),
                 },
                 "resourceVersion": existing.as_ref().and_then(|e| e.resource_version()),
             },
@@ -155,7 +181,7 @@ async fn release_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
         } else {
             let body = json!({"metadata": {
                 "resourceVersion": copy.resource_version(),
-                "annotations": {keys::IMAGEPULLJOB_REFERENCES: serde_json::to_string(&refs)?},
+                "annotations": {keys::IMAGEPULLJOB_REFERENCES: format_references(&refs)},
             }});
             copies
                 .patch(&target.name, &PatchParams::default(), &Patch::Merge(&body))
@@ -493,4 +519,32 @@ async fn write_status(
     api.patch_status(name, &PatchParams::default(), &Patch::Json::<()>(patch))
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_are_a_comma_separated_list_as_upstream_writes_them() {
+        assert_eq!(
+            format_references(&["ns-b/job".into(), "ns-a/job".into(), "ns-a/job".into()]),
+            "ns-a/job,ns-b/job"
+        );
+        // OpenKruise's e2e suite: strings.Split(value, ",") then SplitMetaNamespaceKey.
+        assert_eq!(
+            parse_references("ns-a/job,ns-b/job"),
+            ["ns-a/job", "ns-b/job"]
+        );
+        assert_eq!(parse_references("ns-a/job"), ["ns-a/job"]);
+        assert!(parse_references("").is_empty());
+    }
+
+    #[test]
+    fn references_written_as_json_before_are_still_read() {
+        assert_eq!(
+            parse_references(r#"["ns-a/job","ns-b/job"]"#),
+            ["ns-a/job", "ns-b/job"]
+        );
+    }
 }

@@ -2,7 +2,8 @@
 //! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet,
 //! SidecarSet and Advanced DaemonSet here; ResourceDistribution, PersistentPodState,
 //! WorkloadSpread and UnitedDeployment (renamed fields, a restructured status) in
-//! [`renamed`]. The controllers serve these functions as CRD conversion webhooks.
+//! [`renamed`]; ContainerRecreateRequest (annotations that v1beta1 shows in its status)
+//! in [`crr`]. The controllers serve these functions as CRD conversion webhooks.
 //!
 //! They work on JSON, so fields neither version models pass through; only labels and
 //! annotations of `metadata` change (the apiserver refuses any other metadata change).
@@ -327,6 +328,12 @@ pub fn sidecarset_to_v1alpha1(mut object: Value) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+mod crr;
+pub use crr::{
+    containerrecreaterequest_to_v1alpha1, containerrecreaterequest_to_v1beta1,
+    convert_containerrecreaterequest,
+};
 
 mod renamed;
 pub use renamed::{

@@ -25,14 +25,17 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         also_served_as_v1beta1(a::AdvancedCronJob::crd()),
         also_served_as_v1beta1(a::BroadcastJob::crd()),
         served_with_v1beta1(a::CloneSet::crd(), apps_v1beta1::cloneset::CloneSet::crd()),
-        a::ContainerRecreateRequest::crd(),
+        served_with_v1beta1(
+            a::ContainerRecreateRequest::crd(),
+            apps_v1beta1::containerrecreaterequest::ContainerRecreateRequest::crd(),
+        ),
         served_with_v1beta1(
             a::DaemonSet::crd(),
             apps_v1beta1::daemonset::DaemonSet::crd(),
         ),
         also_served_as_v1beta1(a::ImageListPullJob::crd()),
         also_served_as_v1beta1(a::ImagePullJob::crd()),
-        a::NodeImage::crd(),
+        also_served_as_v1beta1(a::NodeImage::crd()),
         served_with_v1beta1(
             a::PersistentPodState::crd(),
             apps_v1beta1::persistentpodstate::PersistentPodState::crd(),
@@ -59,7 +62,8 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// Kinds whose OpenKruise 1.9 `v1beta1` has exactly the v1alpha1 fields (BroadcastJob,
-/// ImagePullJob, ImageListPullJob): v1beta1 is served with the same schema, and the
+/// ImagePullJob, ImageListPullJob; NodeImage but for `pullSecrets[].mode`, which only
+/// upstream's batch secret cleanup reads and v1alpha1 prunes): v1beta1 is served with the same schema, and the
 /// apiserver's default `None` conversion (a relabelled apiVersion) is exact.
 /// AdvancedCronJob's v1beta1 adds only `template.imageListPullJobTemplate`; until an
 /// ImageListPullJob controller exists that field is not in the schema, so a strict

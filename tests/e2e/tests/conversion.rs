@@ -27,7 +27,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 const MINUTE: Duration = Duration::from_secs(60);
-const CRDS: [&str; 7] = [
+const CRDS: [&str; 8] = [
     "clonesets.apps.kruise.io",
     "sidecarsets.apps.kruise.io",
     "daemonsets.apps.kruise.io",
@@ -35,6 +35,7 @@ const CRDS: [&str; 7] = [
     "persistentpodstates.apps.kruise.io",
     "workloadspreads.apps.kruise.io",
     "uniteddeployments.apps.kruise.io",
+    "containerrecreaterequests.apps.kruise.io",
 ];
 
 /// One test at a time owns the CRDs' conversion.
@@ -42,7 +43,7 @@ static CONVERSION: Mutex<()> = Mutex::const_new(());
 
 /// Serves the conversion routes and registers them on the CRDs, as each cluster-wide
 /// controller (cloneset-ctl, sidecarset-ctl, daemonset-ctl, resourcedistribution-ctl,
-/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl) does at start.
+/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl, crr-ctl) does at start.
 async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConversion) {
     let ctl = RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", |rt| async move {
         let routes = vec![
@@ -53,6 +54,7 @@ async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConve
             persistentpodstate_ctl::webhook::conversion_route(),
             workloadspread_ctl::webhook::conversion_route(),
             uniteddeployment_ctl::webhook::conversion_route(),
+            crr_ctl::webhook::conversion_route(),
         ];
         let server = WebhookServer::start(&rt, routes).await?;
         anyhow::ensure!(server.register_conversions().await?, "nothing registered");
@@ -1035,4 +1037,99 @@ spec:
         .collect();
     split.sort();
     assert_eq!(split, [2, 3]);
+}
+
+/// A ContainerRecreateRequest as crr-ctl writes it (v1alpha1, its progress in two
+/// annotations) reads as v1beta1 with them in its status and without the annotations, and
+/// a write through v1beta1 stores them as the annotations again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1alpha1_crr_reads_as_v1beta1_with_its_annotations_as_status() {
+    use kruise_api::apps_v1alpha1::ContainerRecreateRequest;
+    use kruise_api::apps_v1beta1::containerrecreaterequest::ContainerRecreateRequest as BetaCrr;
+    const AT: &str = "2026-11-26T08:00:00Z";
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-crr").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    let snapshot =
+        r#"[{"name":"app","ready":true,"restartCount":1,"containerID":"containerd://new"}]"#;
+    apply(
+        &ns,
+        &format!(
+            "
+apiVersion: apps.kruise.io/v1alpha1
+kind: ContainerRecreateRequest
+metadata:
+  name: crr
+  annotations:
+    {sync}: '{snapshot}'
+    {unready}: '{AT}'
+spec:
+  podName: pod
+  containers: [{{name: app}}]
+",
+            sync = keys::CRR_SYNC_CONTAINER_STATUSES,
+            unready = keys::CRR_UNREADY_ACQUIRED,
+        ),
+    )
+    .await;
+    let beta = wait_for("the request served as v1beta1", MINUTE, || async {
+        ns.api::<BetaCrr>()
+            .get("crr")
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let status = beta.status.clone().expect("a v1beta1 status");
+    assert_eq!(status.container_status_snapshot.len(), 1);
+    assert_eq!(
+        status.container_status_snapshot[0].container_id,
+        "containerd://new"
+    );
+    assert!(status.container_status_snapshot[0].ready);
+    assert_eq!(status.conditions.len(), 1);
+    let grace = &status.conditions[0];
+    assert_eq!(
+        (grace.type_.as_str(), grace.status.as_str()),
+        ("PreRecreateGrace", "True")
+    );
+    assert_eq!(grace.last_transition_time.0.to_string(), AT);
+    assert!(
+        !beta
+            .annotations()
+            .contains_key(keys::CRR_SYNC_CONTAINER_STATUSES)
+    );
+    assert!(!beta.annotations().contains_key(keys::CRR_UNREADY_ACQUIRED));
+
+    ns.api::<BetaCrr>()
+        .patch(
+            "crr",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "v1beta1"}}})),
+        )
+        .await
+        .expect("a v1beta1 patch");
+    let alpha = ns
+        .api::<ContainerRecreateRequest>()
+        .get("crr")
+        .await
+        .unwrap();
+    assert_eq!(
+        alpha.labels().get("touched").map(String::as_str),
+        Some("v1beta1")
+    );
+    assert_eq!(
+        alpha
+            .annotations()
+            .get(keys::CRR_SYNC_CONTAINER_STATUSES)
+            .map(String::as_str),
+        Some(snapshot)
+    );
+    assert_eq!(
+        alpha
+            .annotations()
+            .get(keys::CRR_UNREADY_ACQUIRED)
+            .map(String::as_str),
+        Some(AT)
+    );
 }

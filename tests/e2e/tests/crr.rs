@@ -391,7 +391,8 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
     // No agent serves the kwok node: the request waits, unanswered.
     let crr = get_crr(&ns, "gone").await;
     assert_eq!(crr.status.and_then(|s| s.phase), None);
-    // Another one past its activeDeadlineSeconds: completed, its containers Failed.
+    // Another one past its activeDeadlineSeconds: completed; its container states stay
+    // what the agent wrote (none here), as OpenKruise's manager leaves them.
     ns.apply(&crr_yaml(
         "deadline",
         "pod-name",
@@ -406,18 +407,10 @@ async fn crr_manager_completes_on_deadline_and_pod_gone_then_deletes_after_ttl()
         status.message,
         "recreating has exceeded the activeDeadlineSeconds"
     );
-    let states: Vec<_> = status
-        .container_recreate_states
-        .iter()
-        .map(|s| (s.name.as_str(), s.phase, s.message.as_str()))
-        .collect();
-    assert_eq!(
-        states,
-        [(
-            "app",
-            ContainerRecreateRequestPhase::Failed,
-            "recreating has exceeded the activeDeadlineSeconds"
-        )]
+    assert!(
+        status.container_recreate_states.is_empty(),
+        "{:?}",
+        status.container_recreate_states
     );
     ns.api::<Pod>()
         .delete(
@@ -778,6 +771,109 @@ spec:
         })
         .await;
         wait_deleted(&ns, "xxx", MINUTE).await;
+    }
+
+    /// A request the manager completes on its activeDeadlineSeconds while the agent is
+    /// still running `app`'s preStop hook (8s): the agent stops `app` afterwards and
+    /// records it (`Recreating`, killed; `sidecar` never reached, `Pending`), as
+    /// OpenKruise's "recreates containers with preStopHook" expects, but the request stays
+    /// Completed: the agent's write after the hook must not move it back to Recreating.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_crr_completed_during_pre_stop_stays_completed() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-real-deadline").await;
+        let (_manager, _agent) = start(&ns, &socket).await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        let container = |name: &str, pre_stop: &str| {
+            format!(
+                r#"  - name: {name}
+    image: {image}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]{pre_stop}"#
+            )
+        };
+        ns.apply(&format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: slow-stop
+spec:
+  nodeSelector:
+    node.kruise.io/real: "true"
+  tolerations:
+  - key: node.kruise.io/real
+    operator: Exists
+    effect: NoSchedule
+  containers:
+{}
+{}
+"#,
+            container(
+                "app",
+                "\n    lifecycle:\n      preStop:\n        exec:\n          command: [\"sleep\", \"8\"]"
+            ),
+            container("sidecar", "")
+        ))
+        .await
+        .unwrap();
+        let before = wait_for("slow-stop Ready", 2 * MINUTE, || async {
+            let p = pod(&ns, "slow-stop").await;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        })
+        .await;
+        let app = status_of(&before, "app");
+        ns.apply(&crr_yaml(
+            "deadline",
+            "slow-stop",
+            &["app", "sidecar"],
+            "  activeDeadlineSeconds: 3",
+        ))
+        .await
+        .unwrap();
+        wait_completed(&ns, "deadline", Duration::from_secs(30)).await;
+        // From completion until a while after app's stop: never anything but Completed.
+        let mut restarted_at = None;
+        let deadline = std::time::Instant::now() + 2 * MINUTE;
+        loop {
+            let crr = get_crr(&ns, "deadline").await;
+            let status = crr.status.clone().unwrap_or_default();
+            assert!(
+                status.is_completed(),
+                "the completed request went back to {:?}: {status:?}",
+                status.phase
+            );
+            let p = pod(&ns, "slow-stop").await;
+            if restarted_at.is_none() && status_of(&p, "app").container_id != app.container_id {
+                restarted_at = Some(std::time::Instant::now());
+            }
+            if restarted_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
+                let states: Vec<_> = status
+                    .container_recreate_states
+                    .iter()
+                    .map(|s| (s.name.as_str(), s.phase, s.is_killed))
+                    .collect();
+                assert_eq!(
+                    states,
+                    [
+                        ("app", ContainerRecreateRequestPhase::Recreating, true),
+                        ("sidecar", ContainerRecreateRequestPhase::Pending, false)
+                    ]
+                );
+                assert_eq!(status_of(&p, "sidecar").restart_count, 0);
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "app was not recreated: {:?}",
+                p.status
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// orderedRecreate: `sidecar` is stopped only once `app`'s new container has run

@@ -1572,6 +1572,10 @@ const CRR_CHECKS: &str = "
     yes update secrets/containerrecreaterequest-webhook-ca             kruise-system
     yes patch  validatingwebhookconfigurations/kruise-containerrecreaterequest-validating *
     yes patch  mutatingwebhookconfigurations/kruise-containerrecreaterequest-mutating *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/containerrecreaterequests.apps.kruise.io *
+    # Its own CRD's conversion only.
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/nodeimages.apps.kruise.io *
+    no  delete customresourcedefinitions.apiextensions.k8s.io/containerrecreaterequests.apps.kruise.io *
     # Requests are the users' to create; their spec is never rewritten.
     no  create containerrecreaterequests.apps.kruise.io                default
     no  update containerrecreaterequests.apps.kruise.io                default

@@ -26,7 +26,7 @@ pub const RESPONSE_TIMEOUT: SignedDuration = SignedDuration::from_secs(60);
 pub const MESSAGE_POD_GONE: &str = "pod has gone";
 /// The message of a request no agent picked up in time.
 pub const MESSAGE_NO_RESPONSE: &str = "daemon has not responded for a long time";
-/// The message of a request (and of its unfinished containers) past its deadline.
+/// The message of a request past its deadline.
 pub const MESSAGE_DEADLINE: &str = "recreating has exceeded the activeDeadlineSeconds";
 
 /// One write, in the order the plan lists them.
@@ -163,38 +163,6 @@ pub fn sync_container_statuses(
         .collect()
 }
 
-/// The container states once the deadline has passed: every container of the spec that
-/// has not Succeeded is Failed with the deadline's message (the seeds: "unfinished
-/// containers are marked failed", including those the agent never reported).
-pub fn states_failed_by_deadline(crr: &ContainerRecreateRequest) -> Vec<ContainerState> {
-    let current = crr
-        .status
-        .as_ref()
-        .map(|s| s.container_recreate_states.as_slice())
-        .unwrap_or_default();
-    crr.spec
-        .containers
-        .iter()
-        .map(|c| {
-            let mut state = current
-                .iter()
-                .find(|s| s.name == c.name)
-                .cloned()
-                .unwrap_or(ContainerState {
-                    name: c.name.clone(),
-                    phase: Phase::Pending,
-                    message: String::new(),
-                    is_killed: false,
-                });
-            if !state.phase.is_container_done() {
-                state.phase = Phase::Failed;
-                state.message = MESSAGE_DEADLINE.to_string();
-            }
-            state
-        })
-        .collect()
-}
-
 /// The manager's step for `crr` given its Pod (`None`: no Pod of that name) at `now`.
 pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -> Plan {
     let mut plan = Plan::default();
@@ -277,7 +245,10 @@ pub fn plan(crr: &ContainerRecreateRequest, pod: Option<&Pod>, now: Timestamp) -
         if left <= SignedDuration::ZERO {
             plan.actions.push(Action::Complete {
                 message: MESSAGE_DEADLINE.to_string(),
-                states: Some(states_failed_by_deadline(crr)),
+                // As OpenKruise's completeCRR: phase, completionTime and message only;
+                // the containers keep what the agent reported (its e2e suite expects a
+                // request it stops at the deadline to show them still Pending).
+                states: None,
             });
             plan.requeue_after = None;
             return plan;

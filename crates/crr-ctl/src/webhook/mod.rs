@@ -409,7 +409,20 @@ pub fn routes(client: kube::Client, daemon_enabled: bool) -> Vec<Route> {
             })
         }),
     );
-    vec![mutate, validate]
+    vec![mutate, validate, conversion_route()]
+}
+
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-containerrecreaterequest";
+
+/// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-containerrecreaterequest",
+        "containerrecreaterequests.apps.kruise.io",
+        std::sync::Arc::new(kruise_api::conversion::convert_containerrecreaterequest),
+    )
 }
 
 /// `kruise-containerrecreaterequest-validating` / `-mutating`, for the instance's scope.

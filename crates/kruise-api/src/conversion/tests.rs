@@ -666,3 +666,107 @@ proptest! {
         }
     }
 }
+
+fn crr(annotations: Value, status: Value) -> Value {
+    json!({"apiVersion": V1ALPHA1, "kind": "ContainerRecreateRequest",
+           "metadata": {"name": "crr", "namespace": "default", "annotations": annotations,
+                        "labels": {"crr.apps.kruise.io/node-name": "real-0"}},
+           "spec": {"podName": "pod", "containers": [{"name": "app"}, {"name": "sidecar"}],
+                    "strategy": {"failurePolicy": "Fail", "unreadyGracePeriodSeconds": 1}},
+           "status": status})
+}
+
+#[test]
+fn crr_annotations_become_v1beta1_status_and_come_back() {
+    let snapshot = r#"[{"name":"app","ready":true,"restartCount":1,"containerID":"containerd://new"},{"name":"sidecar","ready":false,"restartCount":0}]"#;
+    let alpha = crr(
+        json!({keys::CRR_SYNC_CONTAINER_STATUSES: snapshot,
+               keys::CRR_UNREADY_ACQUIRED: "2026-11-26T08:00:00Z",
+               "other": "kept"}),
+        json!({"phase": "Completed", "completionTime": "2026-11-26T08:00:09Z",
+               "containerRecreateStates": [{"name": "app", "phase": "Succeeded", "isKilled": true}]}),
+    );
+    let beta = convert_containerrecreaterequest(alpha.clone(), V1BETA1).unwrap();
+    assert_eq!(beta["apiVersion"], V1BETA1);
+    // OpenKruise's e2e suite: the legacy annotations are absent on v1beta1 objects.
+    assert_eq!(beta["metadata"]["annotations"], json!({"other": "kept"}));
+    assert_eq!(
+        beta["status"]["containerStatusSnapshot"],
+        json!([{"name": "app", "ready": true, "restartCount": 1, "containerID": "containerd://new"},
+               {"name": "sidecar", "ready": false, "restartCount": 0}])
+    );
+    let conditions = beta["status"]["conditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0]["type"], "PreRecreateGrace");
+    assert_eq!(conditions[0]["status"], "True");
+    assert_eq!(conditions[0]["lastTransitionTime"], "2026-11-26T08:00:00Z");
+    assert_eq!(beta["spec"], alpha["spec"]);
+    assert_eq!(beta["status"]["phase"], "Completed");
+    // It parses as the v1beta1 type.
+    let typed: beta::containerrecreaterequest::ContainerRecreateRequest =
+        serde_json::from_value(beta.clone()).unwrap();
+    assert_eq!(typed.status.unwrap().container_status_snapshot.len(), 2);
+    assert_eq!(
+        convert_containerrecreaterequest(beta, V1ALPHA1).unwrap(),
+        alpha
+    );
+}
+
+#[test]
+fn crr_without_annotations_converts_its_version_only() {
+    let mut alpha = crr(json!({}), json!({"phase": "Pending"}));
+    alpha["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let beta = convert_containerrecreaterequest(alpha.clone(), V1BETA1).unwrap();
+    let mut relabelled = alpha.clone();
+    relabelled["apiVersion"] = json!(V1BETA1);
+    assert_eq!(beta, relabelled);
+    assert_eq!(
+        convert_containerrecreaterequest(beta, V1ALPHA1).unwrap(),
+        alpha
+    );
+}
+
+#[test]
+fn crr_annotations_that_do_not_parse_stay_annotations() {
+    let alpha = crr(
+        json!({keys::CRR_SYNC_CONTAINER_STATUSES: "not json",
+               keys::CRR_UNREADY_ACQUIRED: "yesterday"}),
+        json!({}),
+    );
+    let beta = convert_containerrecreaterequest(alpha.clone(), V1BETA1).unwrap();
+    assert_eq!(
+        beta["metadata"]["annotations"],
+        alpha["metadata"]["annotations"]
+    );
+    assert_eq!(beta["status"], json!({}));
+    assert_eq!(
+        convert_containerrecreaterequest(beta, V1ALPHA1).unwrap(),
+        alpha
+    );
+}
+
+#[test]
+fn crr_v1beta1_status_written_by_a_client_is_stored_as_the_annotations() {
+    let beta = json!({"apiVersion": V1BETA1, "kind": "ContainerRecreateRequest",
+        "metadata": {"name": "crr"},
+        "spec": {"podName": "pod", "containers": [{"name": "app"}]},
+        "status": {"phase": "Recreating",
+                   "containerStatusSnapshot": [{"name": "app", "ready": false, "restartCount": 2}],
+                   "conditions": [{"type": "PreRecreateGrace", "status": "True",
+                                   "lastTransitionTime": "2026-11-26T08:00:00Z",
+                                   "reason": "PreRecreateGrace", "message": "m"},
+                                  {"type": "Other", "status": "False",
+                                   "lastTransitionTime": "2026-11-26T08:00:00Z",
+                                   "reason": "R", "message": "m"}]}});
+    let alpha = convert_containerrecreaterequest(beta, V1ALPHA1).unwrap();
+    assert_eq!(
+        alpha["metadata"]["annotations"],
+        json!({keys::CRR_SYNC_CONTAINER_STATUSES: r#"[{"name":"app","ready":false,"restartCount":2}]"#,
+               keys::CRR_UNREADY_ACQUIRED: "2026-11-26T08:00:00Z"})
+    );
+    assert!(alpha["status"].get("containerStatusSnapshot").is_none());
+    assert_eq!(alpha["status"]["conditions"].as_array().unwrap().len(), 1);
+}
