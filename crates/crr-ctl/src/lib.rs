@@ -45,7 +45,6 @@ fn prune_pod(pod: &mut Pod) {
         });
         spec.volumes = None;
     }
-    kruise_runtime::cache::compact_pod(pod);
 }
 
 pub fn context(runtime: &Runtime) -> Arc<Context> {

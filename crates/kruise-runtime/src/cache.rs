@@ -50,6 +50,11 @@ pub fn prune<K: Resource>(object: &mut K) {
 /// read from the PVC cache), and they are most of a cached Pod: the projected
 /// service-account token volume every Pod gets is about 6 KB of the 16 KB a typed Pod
 /// takes. Every write to a Pod is a patch, so nothing pruned is ever written back.
+///
+/// The store keeps a clone of the pruned Pod (kube's reflector `Writer`), and a clone's
+/// lists are allocated to their length: the spare capacity serde left in the decoded
+/// Pod's lists (a `Vec` grows from 4 elements; one `ContainerStatus` is 752 bytes)
+/// goes with the decoded Pod, right after.
 pub fn prune_workload_pod(pod: &mut Pod) {
     prune(pod);
     if let Some(spec) = pod.spec.as_mut() {
@@ -62,56 +67,6 @@ pub fn prune_workload_pod(pod: &mut Pod) {
             container.volume_mounts = None;
             container.volume_devices = None;
         }
-    }
-    compact_pod(pod);
-}
-
-/// [`prune`] and [`compact_pod`]: a Pod cached whole, with nothing of it left out.
-pub fn prune_pod(pod: &mut Pod) {
-    prune(pod);
-    compact_pod(pod);
-}
-
-/// Gives back the spare capacity of a decoded Pod's lists. serde grows a `Vec` from
-/// capacity 4 for elements up to 1 KB, and the typed elements are large even when
-/// empty (`ContainerStatus` 752 bytes, `PodCondition` 160): one container's status
-/// took 3 KB. Measured on a CloneSet's Pod (`tests/cached_pod_bytes.rs`): 14.7 → 6.4 KB
-/// live per cached Pod. Only memory changes; every value stays.
-pub fn compact_pod(pod: &mut Pod) {
-    fn fit<T>(list: &mut Option<Vec<T>>) {
-        if let Some(list) = list {
-            list.shrink_to_fit();
-        }
-    }
-    fit(&mut pod.metadata.owner_references);
-    fit(&mut pod.metadata.finalizers);
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.containers.shrink_to_fit();
-        fit(&mut spec.init_containers);
-        for container in spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten())
-        {
-            fit(&mut container.env);
-            fit(&mut container.env_from);
-            fit(&mut container.ports);
-            fit(&mut container.args);
-            fit(&mut container.command);
-            fit(&mut container.volume_mounts);
-        }
-        fit(&mut spec.tolerations);
-        fit(&mut spec.readiness_gates);
-        fit(&mut spec.volumes);
-        fit(&mut spec.image_pull_secrets);
-    }
-    if let Some(status) = pod.status.as_mut() {
-        fit(&mut status.conditions);
-        fit(&mut status.container_statuses);
-        fit(&mut status.init_container_statuses);
-        fit(&mut status.ephemeral_container_statuses);
-        fit(&mut status.pod_ips);
-        fit(&mut status.host_ips);
     }
 }
 
@@ -280,9 +235,11 @@ where
                 Event::Apply(obj) => {
                     let _ = self.changes.send(shared(obj));
                 }
-                // Gone from the store: this copy is the only one left.
+                // Gone from the store: a copy is the only one left. A copy, not the
+                // decoded object: a clone's lists have no spare capacity, and the
+                // channel's buffer keeps it alive until overwritten.
                 Event::Delete(obj) => {
-                    let _ = self.changes.send(Arc::new(obj));
+                    let _ = self.changes.send(Arc::new(obj.clone()));
                 }
                 Event::Init => relisted.clear(),
                 Event::InitApply(obj) => relisted.push(ObjectRef::from_obj(&obj)),

@@ -55,7 +55,6 @@ fn prune_pod(p: &mut Pod) {
         p.spec = None;
         p.status = None;
     }
-    kruise_runtime::cache::compact_pod(p);
 }
 
 fn prune_revision(r: &mut ControllerRevision) {

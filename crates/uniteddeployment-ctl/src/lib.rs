@@ -89,7 +89,6 @@ fn prune_pod(p: &mut Pod) {
         status.container_statuses = None;
         status.init_container_statuses = None;
     }
-    kruise_runtime::cache::compact_pod(p);
 }
 
 /// The caches and the shared context.

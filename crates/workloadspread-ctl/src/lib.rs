@@ -89,7 +89,6 @@ fn prune_pod(pod: &mut Pod) {
         container_statuses: s.container_statuses,
         ..Default::default()
     });
-    kruise_runtime::cache::compact_pod(pod);
 }
 
 fn prune_cloneset(cs: &mut CloneSet) {
