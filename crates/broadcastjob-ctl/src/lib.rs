@@ -12,10 +12,11 @@ pub mod webhook;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kruise_api::apps_v1alpha1::BroadcastJob;
 use kruise_api::keys;
-use kruise_runtime::cache::{prune, prune_workload_pod};
+use kruise_api::pod::Pod;
+use kruise_runtime::cache::prune;
 use kruise_runtime::{Cache, Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::reflector::ObjectRef;
@@ -46,7 +47,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     // Every BroadcastJob Pod carries the controller-uid label; nothing else is watched.
     let pods = runtime.cache::<Pod>(
         watcher::Config::default().labels(keys::BROADCASTJOB_CONTROLLER_UID),
-        prune_workload_pod,
+        prune,
     );
     // Nodes are cluster-scoped: watched whatever the instance's scope.
     let nodes = runtime.cluster_cache::<Node>(watcher::Config::default(), prune_node);

@@ -13,10 +13,11 @@ pub mod webhook;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
-use kruise_runtime::cache::{prune, prune_workload_pod};
+use kruise_api::pod::Pod;
+use kruise_runtime::cache::prune;
 use kruise_runtime::{Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::watcher;
@@ -44,7 +45,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     // Every CloneSet Pod and PVC carries its instance id; nothing else is watched.
     let owned_pods = watcher::Config::default().labels(keys::CLONESET_INSTANCE_ID);
     let clonesets = runtime.tolerant_cache::<CloneSet>(watcher::Config::default(), prune);
-    let pods = runtime.cache::<Pod>(owned_pods.clone(), prune_workload_pod);
+    let pods = runtime.cache::<Pod>(owned_pods.clone(), kruise_workload::prune_pod);
     let pvcs = runtime.cache::<PersistentVolumeClaim>(owned_pods, prune);
     let revisions = runtime.cache::<ControllerRevision>(watcher::Config::default(), prune);
     Arc::new(Context {

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetStatus};
+use kruise_api::pod::Pod;
 use kruise_workload::{min_duration, predownload};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision::{self, revision_data};
 use kube::{Client, ResourceExt};

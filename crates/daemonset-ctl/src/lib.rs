@@ -15,10 +15,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_api::keys;
-use kruise_runtime::cache::{prune, prune_workload_pod};
+use kruise_api::pod::Pod;
+use kruise_runtime::cache::prune;
 use kruise_runtime::{Cache, Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::reflector::ObjectRef;
@@ -118,7 +119,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     // Every daemon Pod carries its revision hash; owners are told apart by UID.
     let pods = runtime.cache::<Pod>(
         watcher::Config::default().labels(keys::CONTROLLER_REVISION_HASH),
-        prune_workload_pod,
+        kruise_workload::prune_pod,
     );
     let revisions = runtime.cache::<ControllerRevision>(watcher::Config::default(), prune);
     // Nodes: list/watch, pruned to name, labels and taints.

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kruise_api::apps_v1alpha1::DaemonSet;
+use kruise_api::pod::Pod;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision::revision_data;
 use kruise_workload::{Action as WorkloadAction, min_duration};

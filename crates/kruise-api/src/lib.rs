@@ -11,6 +11,7 @@ pub mod appspub;
 pub mod conversion;
 pub mod intstr;
 pub mod keys;
+pub mod pod;
 pub mod policy_v1alpha1;
 pub mod quantity;
 pub mod schema;

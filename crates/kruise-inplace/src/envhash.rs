@@ -16,8 +16,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kruise_api::pod::ContainerView;
 
 /// Env names never counted (SidecarSet's own version env, as upstream).
 const EXCLUDED: &[&str] = &["SIDECARSET_VERSION", "SIDECARSET_VERSION_ALT"];
@@ -30,11 +30,10 @@ pub enum MetadataField {
 }
 
 /// The env vars of `container` whose value is a Pod label or annotation, in env order.
-pub fn metadata_env(container: &Container) -> Vec<(String, MetadataField)> {
+pub fn metadata_env(container: &impl ContainerView) -> Vec<(String, MetadataField)> {
     container
-        .env
+        .env()
         .iter()
-        .flatten()
         .filter(|e| e.value.as_deref().unwrap_or_default().is_empty())
         .filter(|e| !EXCLUDED.contains(&e.name.as_str()))
         .filter_map(|e| {
@@ -72,7 +71,7 @@ fn fnv1a<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
 
 /// The hash the container's env would have if started now from `meta` (a missing label
 /// or annotation reads as the empty string, as the kubelet sets it).
-pub fn expected_hash(container: &Container, meta: &ObjectMeta) -> u64 {
+pub fn expected_hash(container: &impl ContainerView, meta: &ObjectMeta) -> u64 {
     let env = metadata_env(container);
     let values: Vec<(&str, &str)> = env
         .iter()
@@ -89,7 +88,7 @@ pub fn expected_hash(container: &Container, meta: &ObjectMeta) -> u64 {
 
 /// The hash of the values the running container has (`env`: its environment, as read
 /// from inside it).
-pub fn running_hash(container: &Container, env: &BTreeMap<String, String>) -> u64 {
+pub fn running_hash(container: &impl ContainerView, env: &BTreeMap<String, String>) -> u64 {
     let names = metadata_env(container);
     fnv1a(names.iter().map(|(name, _)| {
         (
@@ -112,6 +111,7 @@ pub fn parse_env_output(output: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Container;
     use proptest::prelude::*;
     use serde_json::json;
 

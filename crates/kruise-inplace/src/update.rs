@@ -4,13 +4,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::appspub::{
     InPlaceUpdateContainerBatch, InPlaceUpdateContainerStatus, InPlaceUpdatePreCheckBeforeNext,
     InPlaceUpdateState, RuntimeContainerMetaSet,
 };
 use kruise_api::keys;
+use kruise_api::pod::{Pod, PodView};
 use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde_json::{Map, Value, json};
 
@@ -130,7 +130,7 @@ fn image_id(pod: &Pod, container: &str) -> String {
 
 /// Builds the Pod patch: metadata labels/annotations (`None` removes) and container images.
 fn pod_patch(
-    pod: &Pod,
+    pod: &impl PodView,
     labels: &BTreeMap<String, Option<String>>,
     annotations: &BTreeMap<String, Option<String>>,
     images: &BTreeMap<String, String>,
@@ -146,7 +146,7 @@ fn pod_patch(
             .collect()
     };
     let mut metadata = Map::new();
-    if let Some(rv) = &pod.metadata.resource_version {
+    if let Some(rv) = &pod.meta().resource_version {
         metadata.insert("resourceVersion".into(), json!(rv));
     }
     if !labels.is_empty() {
@@ -172,7 +172,7 @@ fn pod_patch(
 /// `kruise.io/sidecarset-inplace-update-state` and must not touch the workload's
 /// `apps.kruise.io/inplace-update-state`.
 pub fn metadata_and_images_patch(
-    pod: &Pod,
+    pod: &impl PodView,
     labels: &BTreeMap<String, Option<String>>,
     annotations: &BTreeMap<String, Option<String>>,
     images: &BTreeMap<String, String>,
@@ -515,9 +515,9 @@ fn containers_ready_with_spec_images(pod: &Pod, names: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        Container, ContainerStatus, PodCondition, PodReadinessGate, PodSpec, PodStatus,
-    };
+    use k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate};
+    use kruise_api::pod::{Container, PodSpec};
+    use kruise_api::pod::{ContainerStatus, PodStatus};
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s).unwrap()

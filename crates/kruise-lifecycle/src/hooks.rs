@@ -1,19 +1,19 @@
 //! Reading a Pod's lifecycle state and whether a hook holds it.
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
+use kruise_api::pod::PodView;
 
 /// The Pod's lifecycle state from label `lifecycle.apps.kruise.io/state`.
 ///
 /// `None` when the label is missing *or* holds a value that is not a known state; use
 /// [`has_unknown_state`] to tell the two apart.
-pub fn state(pod: &Pod) -> Option<LifecycleState> {
+pub fn state<P: PodView>(pod: &P) -> Option<LifecycleState> {
     kruise_ordering::predicates::lifecycle_state(pod)
 }
 
 /// Whether the state label is present but holds no known state (e.g. written by a newer
 /// controller). Upstream refuses to update such a Pod in place.
-pub fn has_unknown_state(pod: &Pod) -> bool {
+pub fn has_unknown_state<P: PodView>(pod: &P) -> bool {
     kruise_ordering::predicates::lifecycle_state_label(pod)
         .is_some_and(|value| !value.is_empty() && LifecycleState::parse(value).is_none())
 }
@@ -25,7 +25,7 @@ pub fn has_unknown_state(pod: &Pod) -> bool {
 /// an empty value. Upstream compares `pod.Labels[k] == v` on a Go map, where a missing
 /// label reads as `""`; we follow Kubernetes label-selector semantics instead (a missing
 /// label never equals anything), so an empty-valued handler cannot hold every Pod.
-pub fn is_hooked(pod: &Pod, hook: Option<&LifecycleHook>) -> bool {
+pub fn is_hooked<P: PodView>(pod: &P, hook: Option<&LifecycleHook>) -> bool {
     let Some(hook) = hook else {
         return false;
     };
@@ -43,7 +43,7 @@ pub fn is_hooked(pod: &Pod, hook: Option<&LifecycleHook>) -> bool {
 /// A missing hook gives `false`, as upstream `IsPodAllHooked`; a hook with no handlers
 /// at all is vacuously all-hooked (`true`), also as upstream. Labels compare as in
 /// [`is_hooked`] (a missing label never matches).
-pub fn is_all_hooked(pod: &Pod, hook: Option<&LifecycleHook>) -> bool {
+pub fn is_all_hooked<P: PodView>(pod: &P, hook: Option<&LifecycleHook>) -> bool {
     let Some(hook) = hook else {
         return false;
     };
@@ -59,13 +59,13 @@ pub fn is_all_hooked(pod: &Pod, hook: Option<&LifecycleHook>) -> bool {
 /// Whether deleting this Pod must stop at `PreparingDelete` (spec 4.5.8): a `preDelete`
 /// hook is configured and still holds the Pod. Once the user drops the hook's
 /// labels/finalizers this turns `false` and the Pod may be deleted.
-pub fn pre_delete_holds(pod: &Pod, lifecycle: Option<&Lifecycle>) -> bool {
+pub fn pre_delete_holds<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>) -> bool {
     is_hooked(pod, lifecycle.and_then(|l| l.pre_delete.as_ref()))
 }
 
 /// Whether an in-place update of this Pod must first pass through `PreparingUpdate`
 /// (or keep waiting there): the `inPlaceUpdate` hook holds the Pod.
-pub fn in_place_update_holds(pod: &Pod, lifecycle: Option<&Lifecycle>) -> bool {
+pub fn in_place_update_holds<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>) -> bool {
     is_hooked(pod, lifecycle.and_then(|l| l.in_place_update.as_ref()))
 }
 
@@ -80,7 +80,7 @@ pub fn can_cancel_deletion(lifecycle: Option<&Lifecycle>) -> bool {
 /// Whether the `preNormal` hook lets a new Pod be `Normal` right away: no hook, or the
 /// Pod is already all-hooked. Advanced StatefulSet uses this to pick the state of a Pod
 /// it creates (spec ASTS 4.1.5); CloneSet always creates Pods `PreparingNormal`.
-pub fn pre_normal_satisfied(pod: &Pod, lifecycle: Option<&Lifecycle>) -> bool {
+pub fn pre_normal_satisfied<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>) -> bool {
     match lifecycle.and_then(|l| l.pre_normal.as_ref()) {
         None => true,
         Some(hook) => is_all_hooked(pod, Some(hook)),
@@ -110,7 +110,10 @@ pub enum InPlaceUpdateGate {
 /// `Updated` with no `inPlaceUpdate` hook proceeds directly; upstream would no-op here
 /// and wait for the next refresh to move the Pod to `Normal` first, which ends the
 /// same way one round later.
-pub fn in_place_update_gate(pod: &Pod, lifecycle: Option<&Lifecycle>) -> InPlaceUpdateGate {
+pub fn in_place_update_gate<P: PodView>(
+    pod: &P,
+    lifecycle: Option<&Lifecycle>,
+) -> InPlaceUpdateGate {
     if has_unknown_state(pod) {
         return InPlaceUpdateGate::NotAllowed;
     }
@@ -142,15 +145,15 @@ pub fn in_place_update_gate(pod: &Pod, lifecycle: Option<&Lifecycle>) -> InPlace
     }
 }
 
-pub(crate) fn has_finalizer(pod: &Pod, finalizer: &str) -> bool {
-    pod.metadata
+pub(crate) fn has_finalizer<P: PodView>(pod: &P, finalizer: &str) -> bool {
+    pod.meta()
         .finalizers
         .as_ref()
         .is_some_and(|fs| fs.iter().any(|f| f == finalizer))
 }
 
-pub(crate) fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
-    pod.metadata
+pub(crate) fn has_label<P: PodView>(pod: &P, key: &str, value: &str) -> bool {
+    pod.meta()
         .labels
         .as_ref()
         .and_then(|labels| labels.get(key))

@@ -1,8 +1,8 @@
 //! Properties over arbitrary Pods, lifecycles and targets.
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use proptest::prelude::*;
 
 use crate::test_support::*;

@@ -8,9 +8,10 @@
 //! upstream does. No reason is written. Other user agents (e.g.
 //! ContainerRecreateRequest) share the list; each only adds and removes its own entries.
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::keys;
+use kruise_api::pod::PodView;
 use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde::{Deserialize, Serialize};
 
@@ -49,26 +50,26 @@ impl NotReadyKey {
 
 /// Whether the Pod has readiness gate `KruisePodReady`. Without it the condition cannot
 /// affect readiness, so `markPodNotReady` writes nothing (as upstream).
-pub fn has_kruise_pod_ready_gate(pod: &Pod) -> bool {
+pub fn has_kruise_pod_ready_gate<P: PodView>(pod: &P) -> bool {
     has_readiness_gate(pod, keys::KRUISE_POD_READY)
 }
 
 /// The Pod's `KruisePodReady` condition, if any.
-pub fn kruise_pod_ready_condition(pod: &Pod) -> Option<&PodCondition> {
+pub fn kruise_pod_ready_condition<P: PodView>(pod: &P) -> Option<&PodCondition> {
     condition(pod, keys::KRUISE_POD_READY)
 }
 
 /// Every entry in the `KruisePodReady` message (all user agents), in message order.
 /// Empty when the condition is missing or its message is not a JSON list of entries
 /// (upstream ignores the parse error the same way).
-pub fn not_ready_keys(pod: &Pod) -> Vec<NotReadyKey> {
+pub fn not_ready_keys<P: PodView>(pod: &P) -> Vec<NotReadyKey> {
     parse_entries(kruise_pod_ready_condition(pod))
 }
 
 /// The `KruisePodReady` condition after adding (`add`) or removing the lifecycle entry
 /// `key` ([`PRE_DELETE_HOOK_KEY`] / [`PRE_UPDATE_HOOK_KEY`]); `None` when nothing changes.
-pub fn condition_with_key(
-    pod: &Pod,
+pub fn condition_with_key<P: PodView>(
+    pod: &P,
     key: &str,
     add: bool,
     now: jiff::Timestamp,
@@ -83,8 +84,8 @@ pub fn condition_with_key(
 /// that is not there. Adding to a condition whose status is `True` although it lists the
 /// entry rewrites it `False`: a listed entry must hold the Pod NotReady (upstream would
 /// leave such a condition alone).
-pub fn condition_with_entry(
-    pod: &Pod,
+pub fn condition_with_entry<P: PodView>(
+    pod: &P,
     entry: &NotReadyKey,
     add: bool,
     now: jiff::Timestamp,
@@ -164,8 +165,8 @@ fn dump_entries(entries: &[NotReadyKey]) -> String {
 /// readiness gate's condition is `True`. Upstream forces it only when adding a key (so
 /// the Pod leaves endpoints at once rather than at the kubelet's next sync); we apply the
 /// same rule on removal too, which restores `Ready` exactly when the kubelet would.
-pub(crate) fn ready_condition_after(
-    pod: &Pod,
+pub(crate) fn ready_condition_after<P: PodView>(
+    pod: &P,
     kruise_pod_ready: &PodCondition,
     now: jiff::Timestamp,
 ) -> Option<PodCondition> {
@@ -181,9 +182,8 @@ pub(crate) fn ready_condition_after(
         }
     };
     let unready: Vec<String> = pod
-        .spec
+        .readiness_gates()
         .iter()
-        .flat_map(|spec| spec.readiness_gates.iter().flatten())
         .filter_map(|gate| {
             let gate = gate.condition_type.as_str();
             match gate_condition(gate) {
@@ -224,8 +224,8 @@ pub(crate) fn status_patch(conditions: &[PodCondition]) -> serde_json::Value {
 /// True, `Ready` is True iff every readiness gate is True (the kubelet's rule), reason
 /// `ReadinessGatesNotReady` when False. For callers that hold a Pod NotReady outside a
 /// state transition; [`crate::transition()`] builds the same patch itself.
-pub fn not_ready_status_patch(
-    pod: &Pod,
+pub fn not_ready_status_patch<P: PodView>(
+    pod: &P,
     key: &str,
     add: bool,
     now: jiff::Timestamp,
@@ -235,8 +235,8 @@ pub fn not_ready_status_patch(
 
 /// [`not_ready_status_patch`] for an entry of any user agent (ContainerRecreateRequest's
 /// `{"userAgent":"ContainerRecreateRequest","key":"<ns>/<name>"}`).
-pub fn not_ready_entry_status_patch(
-    pod: &Pod,
+pub fn not_ready_entry_status_patch<P: PodView>(
+    pod: &P,
     entry: &NotReadyKey,
     add: bool,
     now: jiff::Timestamp,
@@ -245,8 +245,8 @@ pub fn not_ready_entry_status_patch(
     Some(status_patch_with_ready(pod, kruise, now))
 }
 
-pub(crate) fn status_patch_with_ready(
-    pod: &Pod,
+pub(crate) fn status_patch_with_ready<P: PodView>(
+    pod: &P,
     kruise: PodCondition,
     now: jiff::Timestamp,
 ) -> serde_json::Value {

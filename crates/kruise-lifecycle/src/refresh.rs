@@ -1,7 +1,7 @@
 //! The transitions a controller applies on its own when it refreshes a Pod (spec 4.8).
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleState};
+use kruise_api::pod::Pod;
 
 use crate::hooks::{is_all_hooked, state};
 

@@ -1,8 +1,8 @@
 //! Spec scenarios 15 and 16 walked end to end through the public API, the way a
 //! controller drives them: decide (gate / pre_delete_holds), transition, refresh.
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState::*};
+use kruise_api::pod::Pod;
 
 use crate::test_support::*;
 use crate::*;

@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodSpec};
+use k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_api::appspub::{LifecycleHook, LifecycleState};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
+use kruise_api::pod::PodSpec;
 
 use crate::Transition;
 

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use serde_json::{Map, Value, json};
 
 use crate::hooks::{has_finalizer, has_label, state};
@@ -96,8 +98,12 @@ pub fn transition(
 
 /// Sets the state label and timestamp annotation on a Pod being built (upstream
 /// `SetPodLifecycle`), e.g. `PreparingNormal` on every Pod a CloneSet creates.
-pub fn set_state(pod: &mut Pod, to: LifecycleState, now: jiff::Timestamp) {
-    let meta = &mut pod.metadata;
+pub fn set_state(
+    pod: &mut impl k8s_openapi::Metadata<Ty = ObjectMeta>,
+    to: LifecycleState,
+    now: jiff::Timestamp,
+) {
+    let meta = pod.metadata_mut();
     meta.labels
         .get_or_insert_with(BTreeMap::new)
         .insert(keys::LIFECYCLE_STATE.to_owned(), to.as_str().to_owned());

@@ -22,7 +22,8 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+use kruise_api::pod::Pod;
 
 use crate::predicates;
 
@@ -199,7 +200,7 @@ fn same_node_ranks(population: &[&Pod], ctx: &DeletionContext) -> Ranks {
     for pod in population
         .iter()
         .copied()
-        .filter(|p| predicates::is_scheduled(p))
+        .filter(predicates::is_scheduled)
     {
         by_node
             .entry(predicates::node_name(pod))

@@ -5,27 +5,58 @@
 //! `ReplaceDaemonSetPodNodeNameNodeAffinity`) and reading that binding back. Pure; the
 //! controllers that place Pods per node (BroadcastJob, Advanced DaemonSet) share them.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
+    Affinity, Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
+use kruise_api::pod::Pod;
 
 /// The taint `spec.unschedulable` stands for.
 pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
+/// What of a Pod's spec decides the nodes it may run on, from a template's spec
+/// (k8s-openapi's `PodSpec`) or a cached Pod's ([`kruise_api::pod::PodSpec`]).
+pub struct Placement<'a> {
+    pub node_name: Option<&'a str>,
+    pub node_selector: Option<&'a BTreeMap<String, String>>,
+    pub affinity: Option<&'a Affinity>,
+    pub tolerations: &'a [Toleration],
+}
+
+impl<'a> From<&'a PodSpec> for Placement<'a> {
+    fn from(spec: &'a PodSpec) -> Self {
+        Placement {
+            node_name: spec.node_name.as_deref(),
+            node_selector: spec.node_selector.as_ref(),
+            affinity: spec.affinity.as_ref(),
+            tolerations: spec.tolerations.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
+impl<'a> From<&'a kruise_api::pod::PodSpec> for Placement<'a> {
+    fn from(spec: &'a kruise_api::pod::PodSpec) -> Self {
+        Placement {
+            node_name: spec.node_name.as_deref(),
+            node_selector: spec.node_selector.as_ref(),
+            affinity: spec.affinity.as_deref(),
+            tolerations: spec.tolerations.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
 /// Whether a Pod with `spec` may run on `node`.
-pub fn fits(spec: &PodSpec, node: &Node) -> bool {
+pub fn fits<'a>(spec: impl Into<Placement<'a>>, node: &Node) -> bool {
+    let spec: Placement<'a> = spec.into();
     let name = node.metadata.name.as_deref().unwrap_or_default();
-    if spec
-        .node_name
-        .as_deref()
-        .is_some_and(|n| !n.is_empty() && n != name)
-    {
+    if spec.node_name.is_some_and(|n| !n.is_empty() && n != name) {
         return false;
     }
-    if !matches_selector_and_affinity(spec, node) {
+    if !matches_selector_and_affinity(&spec, node) {
         return false;
     }
-    let tolerations = spec.tolerations.as_deref().unwrap_or_default();
+    let tolerations = spec.tolerations;
     let taints = node
         .spec
         .as_ref()
@@ -52,11 +83,12 @@ pub fn fits(spec: &PodSpec, node: &Node) -> bool {
 }
 
 /// `nodeSelector` (every label equal) and the required node affinity (any term).
-fn matches_selector_and_affinity(spec: &PodSpec, node: &Node) -> bool {
+fn matches_selector_and_affinity(spec: &Placement, node: &Node) -> bool {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let selector_ok = spec
         .node_selector
         .iter()
+        .copied()
         .flatten()
         .all(|(k, v)| labels.get(k) == Some(v));
     if !selector_ok {
@@ -64,7 +96,6 @@ fn matches_selector_and_affinity(spec: &PodSpec, node: &Node) -> bool {
     }
     let required = spec
         .affinity
-        .as_ref()
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|a| {
             a.required_during_scheduling_ignored_during_execution
@@ -143,15 +174,44 @@ pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
     })
 }
 
+/// A Pod whose spec says where it may run: k8s-openapi's (one being created) or the
+/// workload caches' view.
+pub trait PlacedPod {
+    fn placement(&self) -> Option<Placement<'_>>;
+}
+
+impl PlacedPod for k8s_openapi::api::core::v1::Pod {
+    fn placement(&self) -> Option<Placement<'_>> {
+        self.spec.as_ref().map(Placement::from)
+    }
+}
+
+impl PlacedPod for Pod {
+    fn placement(&self) -> Option<Placement<'_>> {
+        self.spec.as_ref().map(Placement::from)
+    }
+}
+
+macro_rules! placed_through {
+    ($($pointer:ty),*) => {$(
+        impl<T: PlacedPod + ?Sized> PlacedPod for $pointer {
+            fn placement(&self) -> Option<Placement<'_>> {
+                (**self).placement()
+            }
+        }
+    )*};
+}
+
+placed_through!(&T, Box<T>);
+
 /// The node a per-node Pod is bound to: `spec.nodeName`, or the single name of its required
 /// `matchFields metadata.name In [...]` term (upstream `getAssignedNode`).
-pub fn assigned_node(pod: &Pod) -> Option<&str> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+pub fn assigned_node(pod: &(impl PlacedPod + ?Sized)) -> Option<&str> {
+    let spec = pod.placement()?;
+    if let Some(n) = spec.node_name.filter(|n| !n.is_empty()) {
         return Some(n);
     }
-    spec.affinity
-        .as_ref()?
+    spec.affinity?
         .node_affinity
         .as_ref()?
         .required_during_scheduling_ignored_during_execution
@@ -169,7 +229,7 @@ pub fn assigned_node(pod: &Pod) -> Option<&str> {
 /// `ReplaceDaemonSetPodNodeNameNodeAffinity`): the required node affinity becomes the one
 /// term `matchFields metadata.name In [node]`; preferred terms are kept.
 pub fn bind_to_node(spec: &mut PodSpec, node: &str) {
-    use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector};
+    use k8s_openapi::api::core::v1::{NodeAffinity, NodeSelector};
     let term = NodeSelectorTerm {
         match_fields: Some(vec![NodeSelectorRequirement {
             key: "metadata.name".into(),
@@ -282,12 +342,15 @@ mod tests {
         assert!(fits(&spec, &node("n1", vec![], false)));
         assert!(!fits(&spec, &node("n2", vec![], false)));
         let pod = Pod {
-            spec: Some(spec),
+            spec: Some(kruise_api::pod::PodSpec {
+                affinity: spec.affinity.map(Box::new),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         assert_eq!(assigned_node(&pod), Some("n1"));
         let named = Pod {
-            spec: Some(PodSpec {
+            spec: Some(kruise_api::pod::PodSpec {
                 node_name: Some("n3".into()),
                 ..Default::default()
             }),

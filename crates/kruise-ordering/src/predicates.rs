@@ -7,9 +7,10 @@
 //! otherwise.
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::core::v1::PodCondition;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::PodView;
 
 const PHASE_PENDING: &str = "Pending";
 const PHASE_UNKNOWN: &str = "Unknown";
@@ -20,31 +21,28 @@ const CONDITION_READY: &str = "Ready";
 const STATUS_TRUE: &str = "True";
 
 /// The Pod's `status.phase`, `""` when unset.
-pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
+pub fn phase(pod: &(impl PodView + ?Sized)) -> &str {
+    pod.phase().unwrap_or_default()
 }
 
 /// Counts toward the workload: not finished (phase Succeeded/Failed) and not being
 /// deleted (no `deletionTimestamp`).
-pub fn is_active(pod: &Pod) -> bool {
+pub fn is_active(pod: &(impl PodView + ?Sized)) -> bool {
     !is_finished(pod) && !is_terminating(pod)
 }
 
 /// Phase Failed or Succeeded: the Pod will not run again.
-pub fn is_finished(pod: &Pod) -> bool {
+pub fn is_finished(pod: &(impl PodView + ?Sized)) -> bool {
     matches!(phase(pod), PHASE_SUCCEEDED | PHASE_FAILED)
 }
 
 /// Being deleted (`deletionTimestamp` set).
-pub fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
+pub fn is_terminating(pod: &(impl PodView + ?Sized)) -> bool {
+    pod.meta().deletion_timestamp.is_some()
 }
 
 /// Bound to a node (`spec.nodeName` non-empty).
-pub fn is_scheduled(pod: &Pod) -> bool {
+pub fn is_scheduled(pod: &(impl PodView + ?Sized)) -> bool {
     !node_name(pod).is_empty()
 }
 
@@ -52,7 +50,7 @@ pub fn is_scheduled(pod: &Pod) -> bool {
 /// condition with reason `Unschedulable` (its transition time, or the Pod's creation);
 /// `None` once bound, finished or being deleted. WorkloadSpread and UnitedDeployment move
 /// Pods stuck like this out of their subset (Adaptive).
-pub fn unschedulable_since(pod: &Pod) -> Option<Timestamp> {
+pub fn unschedulable_since(pod: &(impl PodView + ?Sized)) -> Option<Timestamp> {
     if is_scheduled(pod) || !is_active(pod) {
         return None;
     }
@@ -67,16 +65,13 @@ pub fn unschedulable_since(pod: &Pod) -> Option<Timestamp> {
 }
 
 /// `spec.nodeName`, `""` when unscheduled.
-pub fn node_name(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .unwrap_or_default()
+pub fn node_name(pod: &(impl PodView + ?Sized)) -> &str {
+    pod.node_name().unwrap_or_default()
 }
 
 /// Pending < Unknown < Running. Any other phase (unset, or a finished Pod that slipped
 /// through) ranks with Pending, as Kubernetes' `podPhaseToOrdinal` map does.
-pub fn phase_rank(pod: &Pod) -> u8 {
+pub fn phase_rank(pod: &(impl PodView + ?Sized)) -> u8 {
     match phase(pod) {
         PHASE_RUNNING => 2,
         PHASE_UNKNOWN => 1,
@@ -86,37 +81,31 @@ pub fn phase_rank(pod: &Pod) -> u8 {
 }
 
 /// The condition of this type, if the Pod reports it.
-pub fn condition<'a>(pod: &'a Pod, type_: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+pub fn condition<'a>(pod: &'a (impl PodView + ?Sized), type_: &str) -> Option<&'a PodCondition> {
+    pod.conditions().iter().find(|c| c.type_ == type_)
 }
 
 /// Whether the Pod has a readiness gate on this condition type.
-pub fn has_readiness_gate(pod: &Pod, condition_type: &str) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|gates| gates.iter().any(|g| g.condition_type == condition_type))
+pub fn has_readiness_gate(pod: &(impl PodView + ?Sized), condition_type: &str) -> bool {
+    pod.readiness_gates()
+        .iter()
+        .any(|g| g.condition_type == condition_type)
 }
 
 /// Condition `Ready=True`, whatever the phase (Kubernetes' `podutil.IsPodReady`). This
 /// is what the "not ready < ready" sort criteria compare; phase is compared before it.
-pub fn is_ready(pod: &Pod) -> bool {
+pub fn is_ready(pod: &(impl PodView + ?Sized)) -> bool {
     condition(pod, CONDITION_READY).is_some_and(|c| c.status == STATUS_TRUE)
 }
 
 /// Phase Running and condition `Ready=True`.
-pub fn is_running_and_ready(pod: &Pod) -> bool {
+pub fn is_running_and_ready(pod: &(impl PodView + ?Sized)) -> bool {
     phase(pod) == PHASE_RUNNING && is_ready(pod)
 }
 
 /// When the Pod last became ready: the `Ready` condition's `lastTransitionTime`, only
 /// while it is `True`. `None` for a Pod that is not ready or reports no time.
-pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
+pub fn ready_since(pod: &(impl PodView + ?Sized)) -> Option<Timestamp> {
     condition(pod, CONDITION_READY)
         .filter(|c| c.status == STATUS_TRUE)
         .and_then(|c| c.last_transition_time.as_ref())
@@ -130,7 +119,11 @@ pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
 /// Spec wins over upstream: the spec says "Ready for ≥ minReadySeconds", so a Pod is
 /// available at exactly `since + minReadySeconds`; Kubernetes' `IsPodAvailable` uses a
 /// strict `Before(now)` and would wait one more instant.
-pub fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_running_and_available(
+    pod: &(impl PodView + ?Sized),
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> bool {
     if !is_running_and_ready(pod) {
         return false;
     }
@@ -148,30 +141,30 @@ pub fn is_running_and_available(pod: &Pod, min_ready_seconds: i32, now: Timestam
 }
 
 /// The Pod's `lifecycle.apps.kruise.io/state` label, raw (`None` when absent).
-pub fn lifecycle_state_label(pod: &Pod) -> Option<&str> {
+pub fn lifecycle_state_label(pod: &(impl PodView + ?Sized)) -> Option<&str> {
     label(pod, keys::LIFECYCLE_STATE)
 }
 
 /// The Pod's lifecycle state, when the label holds a known value.
-pub fn lifecycle_state(pod: &Pod) -> Option<LifecycleState> {
+pub fn lifecycle_state(pod: &(impl PodView + ?Sized)) -> Option<LifecycleState> {
     lifecycle_state_label(pod).and_then(LifecycleState::parse)
 }
 
 /// Lifecycle label absent, empty, or `Normal`: the Pod is not held by any hook.
 /// An unknown value counts as not normal, as upstream compares strings.
-pub fn is_lifecycle_normal(pod: &Pod) -> bool {
+pub fn is_lifecycle_normal(pod: &(impl PodView + ?Sized)) -> bool {
     matches!(lifecycle_state_label(pod), None | Some("") | Some("Normal"))
 }
 
 /// The `InPlaceUpdateReady` condition is absent or `True` (an in-place update is not in
 /// progress). Present with any other status means not ready.
-pub fn is_in_place_update_ready(pod: &Pod) -> bool {
+pub fn is_in_place_update_ready(pod: &(impl PodView + ?Sized)) -> bool {
     condition(pod, keys::INPLACE_UPDATE_READY).is_none_or(|c| c.status == STATUS_TRUE)
 }
 
 /// The `InPlaceUpdateReady` condition is absent or anything but `False`: CloneSet's
 /// `ready` count, looser than [`is_in_place_update_ready`] (an `Unknown` status passes).
-pub fn is_in_place_update_not_false(pod: &Pod) -> bool {
+pub fn is_in_place_update_not_false(pod: &(impl PodView + ?Sized)) -> bool {
     condition(pod, keys::INPLACE_UPDATE_READY).is_none_or(|c| c.status != "False")
 }
 
@@ -183,7 +176,7 @@ pub fn is_in_place_update_not_false(pod: &Pod) -> bool {
 /// Advanced StatefulSet and Advanced DaemonSet all write them), so this is not a
 /// CloneSet special case. Use [`is_running_and_available`] for the plain Kubernetes
 /// notion.
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_available(pod: &(impl PodView + ?Sized), min_ready_seconds: i32, now: Timestamp) -> bool {
     is_lifecycle_normal(pod)
         && is_running_and_available(pod, min_ready_seconds, now)
         && is_in_place_update_ready(pod)
@@ -194,16 +187,8 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
 /// comparators use (`maxContainerRestarts`): one crash-looping container marks the Pod
 /// as unhealthy whatever its sidecars do, and a Pod with many containers is not
 /// penalised for having more of them. Init containers are ignored, as upstream.
-pub fn restart_count(pod: &Pod) -> i32 {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| c.restart_count)
-        .max()
-        .unwrap_or(0)
-        .max(0)
+pub fn restart_count(pod: &(impl PodView + ?Sized)) -> i32 {
+    pod.restart_counts().max().unwrap_or(0).max(0)
 }
 
 /// `controller.kubernetes.io/pod-deletion-cost` as an int32; missing or invalid ⇒ 0.
@@ -212,7 +197,7 @@ pub fn restart_count(pod: &Pod) -> i32 {
 /// `-`, a digit `1`–`9`, or the value must be exactly `"0"` (so `"+10"` and `"008"` are
 /// invalid ⇒ 0); the rest is Go `strconv.ParseInt(v, 10, 32)`, which accepts leading
 /// zeros after a minus sign (`"-008"` ⇒ −8) and rejects out-of-range values.
-pub fn deletion_cost(pod: &Pod) -> i32 {
+pub fn deletion_cost(pod: &(impl PodView + ?Sized)) -> i32 {
     annotation(pod, keys::POD_DELETION_COST)
         .and_then(parse_deletion_cost)
         .unwrap_or(0)
@@ -231,29 +216,29 @@ pub fn parse_deletion_cost(value: &str) -> Option<i32> {
 }
 
 /// `metadata.creationTimestamp`, if set.
-pub fn created_at(pod: &Pod) -> Option<Timestamp> {
-    pod.metadata.creation_timestamp.as_ref().map(|t| t.0)
+pub fn created_at(pod: &(impl PodView + ?Sized)) -> Option<Timestamp> {
+    pod.meta().creation_timestamp.as_ref().map(|t| t.0)
 }
 
 /// A label's value, if the Pod carries the label.
-pub fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+pub fn label<'a>(pod: &'a (impl PodView + ?Sized), key: &str) -> Option<&'a str> {
+    pod.meta().labels.as_ref()?.get(key).map(String::as_str)
 }
 
 /// Whether the Pod carries the label, whatever its value.
-pub fn has_label(pod: &Pod, key: &str) -> bool {
+pub fn has_label(pod: &(impl PodView + ?Sized), key: &str) -> bool {
     label(pod, key).is_some()
 }
 
 /// The Pod's `controller-revision-hash` label: the revision it was created from or last
 /// updated to (a full revision name or its short hash).
-pub fn revision_label(pod: &Pod) -> Option<&str> {
+pub fn revision_label(pod: &(impl PodView + ?Sized)) -> Option<&str> {
     label(pod, keys::CONTROLLER_REVISION_HASH)
 }
 
 /// An annotation's value, if the Pod carries the annotation.
-pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
-    pod.metadata
+pub fn annotation<'a>(pod: &'a (impl PodView + ?Sized), key: &str) -> Option<&'a str> {
+    pod.meta()
         .annotations
         .as_ref()?
         .get(key)
@@ -261,18 +246,18 @@ pub fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
 }
 
 /// `metadata.name`, `""` when unset.
-pub fn name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
+pub fn name(pod: &(impl PodView + ?Sized)) -> &str {
+    pod.meta().name.as_deref().unwrap_or_default()
 }
 
 /// `metadata.namespace`, `""` when unset.
-pub fn namespace(pod: &Pod) -> &str {
-    pod.metadata.namespace.as_deref().unwrap_or_default()
+pub fn namespace(pod: &(impl PodView + ?Sized)) -> &str {
+    pod.meta().namespace.as_deref().unwrap_or_default()
 }
 
 /// `metadata.uid`, `""` when unset.
-pub fn uid(pod: &Pod) -> &str {
-    pod.metadata.uid.as_deref().unwrap_or_default()
+pub fn uid(pod: &(impl PodView + ?Sized)) -> &str {
+    pod.meta().uid.as_deref().unwrap_or_default()
 }
 
 #[cfg(test)]

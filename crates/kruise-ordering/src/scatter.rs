@@ -15,8 +15,8 @@
 //! adjacent at the end. Before the last unmatched Pod, no two matched Pods are ever
 //! adjacent when `matched ≤ unmatched`.
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::UpdateScatterTerm;
+use kruise_api::pod::PodView;
 
 use crate::predicates;
 
@@ -24,11 +24,11 @@ use crate::predicates;
 /// `population` is every active Pod of the workload (a superset of `ordered`); it only
 /// matters when the candidates hold fewer matched Pods per unmatched one than the
 /// workload (see `GroupPlan::by_density`).
-pub fn scatter<'p>(
-    ordered: &[&'p Pod],
+pub fn scatter<'p, P: PodView>(
+    ordered: &[&'p P],
     terms: &[UpdateScatterTerm],
-    population: &[&Pod],
-) -> Vec<&'p Pod> {
+    population: &[&P],
+) -> Vec<&'p P> {
     let mut pods = ordered.to_vec();
     if pods.len() <= 1 {
         return pods;
@@ -44,15 +44,15 @@ pub fn scatter<'p>(
 /// Decision: upstream counts a match only when the label is present but, when
 /// interleaving, treats a Pod without the label as matching a term whose value is `""`.
 /// We use the present-and-equal rule for both, so a term means one thing.
-pub fn matches_term(pod: &Pod, term: &UpdateScatterTerm) -> bool {
+pub fn matches_term<P: PodView>(pod: &P, term: &UpdateScatterTerm) -> bool {
     predicates::label(pod, &term.key) == Some(term.value.as_str())
 }
 
 /// The terms to apply, in order. A single term is used as is; several are de-duplicated,
 /// those no candidate matches are dropped, and the rest are stably sorted by how many
 /// candidates match, most first (upstream `getScatterTerms`).
-fn effective_terms<'t>(
-    pods: &[&Pod],
+fn effective_terms<'t, P: PodView>(
+    pods: &[&P],
     terms: &'t [UpdateScatterTerm],
 ) -> Vec<&'t UpdateScatterTerm> {
     if terms.len() == 1 {
@@ -72,12 +72,12 @@ fn effective_terms<'t>(
     counted.into_iter().map(|(term, _)| term).collect()
 }
 
-fn scatter_by_term<'p>(
-    pods: &[&'p Pod],
+fn scatter_by_term<'p, P: PodView>(
+    pods: &[&'p P],
     term: &UpdateScatterTerm,
-    population: &[&Pod],
-) -> Vec<&'p Pod> {
-    let (mut matched, unmatched): (Vec<&Pod>, Vec<&Pod>) =
+    population: &[&P],
+) -> Vec<&'p P> {
+    let (mut matched, unmatched): (Vec<&P>, Vec<&P>) =
         pods.iter().partition(|p| matches_term(p, term));
     // Nothing to interleave with one Pod on either side.
     if matched.len() <= 1 || unmatched.len() <= 1 {
@@ -176,6 +176,7 @@ fn round_div(a: usize, b: usize) -> usize {
 mod tests {
     use super::*;
     use crate::tests::pods::PodBuilder;
+    use kruise_api::pod::Pod;
 
     fn term(key: &str, value: &str) -> UpdateScatterTerm {
         UpdateScatterTerm {

@@ -13,8 +13,8 @@
 use std::cmp::Reverse;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{LifecycleState, UpdatePriorityStrategy, UpdateScatterTerm};
+use kruise_api::pod::PodView;
 
 use crate::{predicates, scatter, selector};
 
@@ -32,7 +32,7 @@ pub struct UpdateOrderContext<'a> {
 /// Sorts the update candidates so the Pod to update first comes first. Scatter density
 /// is judged on the candidates alone; see [`sort_for_update_among`] to judge it on the
 /// whole workload as upstream does.
-pub fn sort_for_update(pods: &mut Vec<&Pod>, ctx: &UpdateOrderContext) {
+pub fn sort_for_update<P: PodView>(pods: &mut Vec<&P>, ctx: &UpdateOrderContext) {
     let population = pods.clone();
     sort_for_update_among(pods, &population, ctx);
 }
@@ -42,8 +42,12 @@ pub fn sort_for_update(pods: &mut Vec<&Pod>, ctx: &UpdateOrderContext) {
 /// other Pod than the workload (some were already updated), upstream sizes the
 /// interleaving groups on the workload's proportions instead (spec §4.6.6 "density
 /// adjusted to the whole set").
-pub fn sort_for_update_among(pods: &mut Vec<&Pod>, population: &[&Pod], ctx: &UpdateOrderContext) {
-    pods.sort_by_cached_key(|pod| default_update_key(pod));
+pub fn sort_for_update_among<P: PodView>(
+    pods: &mut Vec<&P>,
+    population: &[&P],
+    ctx: &UpdateOrderContext,
+) {
+    pods.sort_by_cached_key(|pod| default_update_key(*pod));
     if let Some(strategy) = ctx.priority {
         sort_by_priority(pods, strategy);
     }
@@ -71,7 +75,7 @@ struct DefaultUpdateKey<'p> {
     uid: &'p str,
 }
 
-fn default_update_key(pod: &Pod) -> DefaultUpdateKey<'_> {
+fn default_update_key<P: PodView>(pod: &P) -> DefaultUpdateKey<'_> {
     let ready = predicates::is_ready(pod);
     DefaultUpdateKey {
         scheduled: predicates::is_scheduled(pod),
@@ -98,7 +102,7 @@ fn default_update_key(pod: &Pod) -> DefaultUpdateKey<'_> {
 /// list and discards the default order; the spec says "stable sort by priority", so
 /// equal priorities keep the default order. Public for Advanced StatefulSet's
 /// `unorderedUpdate`, which ranks by priority alone over its own (ordinal) order.
-pub fn sort_by_priority(pods: &mut [&Pod], strategy: &UpdatePriorityStrategy) {
+pub fn sort_by_priority<P: PodView>(pods: &mut [&P], strategy: &UpdatePriorityStrategy) {
     if !strategy.weight_priority.is_empty() {
         pods.sort_by_cached_key(|pod| Reverse(weight_of(pod, strategy)));
     } else if !strategy.order_priority.is_empty() {
@@ -112,9 +116,9 @@ pub fn sort_by_priority(pods: &mut [&Pod], strategy: &UpdatePriorityStrategy) {
 /// Sum of the weights of the `weightPriority` terms whose selector matches the Pod's
 /// labels; larger is updated first. A term with an invalid selector contributes nothing
 /// (upstream skips it).
-pub fn weight_of(pod: &Pod, strategy: &UpdatePriorityStrategy) -> i64 {
+pub fn weight_of<P: PodView>(pod: &P, strategy: &UpdatePriorityStrategy) -> i64 {
     let empty = Default::default();
-    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    let labels = pod.meta().labels.as_ref().unwrap_or(&empty);
     strategy
         .weight_priority
         .iter()
@@ -127,7 +131,7 @@ pub fn weight_of(pod: &Pod, strategy: &UpdatePriorityStrategy) -> i64 {
 /// `orderedKey` the Pod carries (earlier terms update first), value = that label's
 /// trailing integer (larger first). A Pod with none of the keys gets `(-1, 0)` and
 /// therefore sorts before every keyed Pod — an upstream quirk the spec keeps.
-pub fn order_priority(pod: &Pod, strategy: &UpdatePriorityStrategy) -> (i64, i64) {
+pub fn order_priority<P: PodView>(pod: &P, strategy: &UpdatePriorityStrategy) -> (i64, i64) {
     strategy
         .order_priority
         .iter()
@@ -154,6 +158,7 @@ mod tests {
     use crate::tests::pods::{PodBuilder, names, t};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kruise_api::appspub::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};
+    use kruise_api::pod::Pod;
     use std::collections::BTreeMap;
 
     fn ctx(priority: Option<&UpdatePriorityStrategy>) -> UpdateOrderContext<'_> {

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::keys;
+use kruise_api::pod::PodView;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PodUnavailableBudgetStatus, PubOperation};
 
 use crate::podstate;
@@ -54,8 +54,8 @@ pub enum Precheck<'a> {
 }
 
 /// The PUB named by the Pod's `kruise.io/related-pub` annotation.
-pub fn related_pub(pod: &Pod) -> Option<&str> {
-    pod.metadata
+pub fn related_pub(pod: &impl PodView) -> Option<&str> {
+    pod.meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(keys::PUB_RELATED))
@@ -94,7 +94,7 @@ fn is_recorded(status: Option<&PodUnavailableBudgetStatus>, pod: &str) -> bool {
 
 /// Steps 1–6: `pub_` is the PUB the Pod's annotation names, as the cache has it.
 pub fn precheck<'a>(
-    pod: &'a Pod,
+    pod: &'a impl PodView,
     op: PubOperation,
     pub_: Option<&PodUnavailableBudget>,
     options: Options,
@@ -103,7 +103,7 @@ pub fn precheck<'a>(
         return Precheck::Allow(Pass::NoRelatedPub);
     };
     let no_protect = pod
-        .metadata
+        .meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(keys::PUB_NO_PROTECT))
@@ -111,7 +111,7 @@ pub fn precheck<'a>(
     if no_protect {
         return Precheck::Allow(Pass::NoProtect);
     }
-    if !podstate::is_available(pod) || pod.metadata.deletion_timestamp.is_some() {
+    if !podstate::is_available(pod) || pod.meta().deletion_timestamp.is_some() {
         return Precheck::Allow(Pass::PodUnavailable);
     }
     let Some(pub_) = pub_ else {
@@ -129,7 +129,7 @@ pub fn precheck<'a>(
     }
     if is_recorded(
         pub_.status.as_ref(),
-        pod.metadata.name.as_deref().unwrap_or_default(),
+        pod.meta().name.as_deref().unwrap_or_default(),
     ) {
         return Precheck::Allow(Pass::AlreadyRecorded);
     }
@@ -215,6 +215,7 @@ pub fn spend(pub_: &PodUnavailableBudget, pod: &str, op: PubOperation, now: Time
 mod tests {
     use super::*;
     use crate::podstate::testing::ready_pod;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kruise_api::policy_v1alpha1::PodUnavailableBudgetSpec;
     use proptest::prelude::*;

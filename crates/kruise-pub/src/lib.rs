@@ -17,7 +17,7 @@ pub mod podstate;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use kruise_api::pod::PodView;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
 use kruise_runtime::{FeatureGates, gates};
 use kube::Client;
@@ -113,23 +113,23 @@ pub async fn spend(
 /// PUB and, when it allows, one status write. `Ok(None)`: go ahead.
 pub async fn consult(
     client: &Client,
-    pod: &Pod,
+    pod: &impl PodView,
     op: PubOperation,
     options: Options,
 ) -> Result<Option<Denial>, kube::Error> {
     let Some(pub_name) = decision::related_pub(pod) else {
         return Ok(None);
     };
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let namespace = pod.meta().namespace.as_deref().unwrap_or_default();
     let api: Api<PodUnavailableBudget> = Api::namespaced(client.clone(), namespace);
     let Some(pub_) = api.get_opt(pub_name).await? else {
         return Ok(None);
     };
     if let decision::Precheck::Allow(pass) = decision::precheck(pod, op, Some(&pub_), options) {
-        tracing::debug!(pod = ?pod.metadata.name, ?pass, "pub: allowed without spending");
+        tracing::debug!(pod = ?pod.meta().name, ?pass, "pub: allowed without spending");
         return Ok(None);
     }
-    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let pod_name = pod.meta().name.as_deref().unwrap_or_default();
     Ok(match spend(&api, pub_, pod_name, op, false).await? {
         Spent::Allowed { .. } => None,
         Spent::Denied(denial) => Some(denial),

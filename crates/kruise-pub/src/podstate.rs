@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use kruise_api::keys;
+use kruise_api::pod::PodView;
 use kruise_api::policy_v1alpha1::PubOperation;
 use kruise_ordering::predicates;
 
@@ -15,13 +16,13 @@ const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 
 /// Spec 1.5.4: Running and Ready, no `unavailable-pod.kruise.io/*` label, and consistent
 /// (every container runs the image its spec names, no Kruise in-place update pending).
-pub fn is_available(pod: &Pod) -> bool {
+pub fn is_available(pod: &impl PodView) -> bool {
     predicates::is_running_and_ready(pod) && !has_unavailable_label(pod) && is_consistent(pod)
 }
 
 /// A label with the `unavailable-pod.kruise.io/` prefix marks the Pod unavailable.
-pub fn has_unavailable_label(pod: &Pod) -> bool {
-    unavailable_labels(pod.metadata.labels.as_ref())
+pub fn has_unavailable_label(pod: &impl PodView) -> bool {
+    unavailable_labels(pod.meta().labels.as_ref())
         .next()
         .is_some()
 }
@@ -39,18 +40,14 @@ fn unavailable_labels(
 /// Every container runs the image its spec names (a sidecar or Kruise in-place upgrade
 /// changes the spec first and the status when the kubelet restarted the container), and
 /// Kruise's `InPlaceUpdateReady` gate is not held back.
-pub fn is_consistent(pod: &Pod) -> bool {
-    let Some(spec) = &pod.spec else { return false };
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_deref())
-        .unwrap_or_default();
-    let images_match = spec.containers.iter().all(|c| {
-        statuses
-            .iter()
-            .find(|s| s.name == c.name)
-            .is_some_and(|s| same_image(c.image.as_deref().unwrap_or_default(), &s.image))
+pub fn is_consistent(pod: &impl PodView) -> bool {
+    let Some(mut containers) = pod.container_images() else {
+        return false;
+    };
+    let images_match = containers.all(|(name, image)| {
+        pod.status_images()
+            .find(|(status_name, _)| *status_name == name)
+            .is_some_and(|(_, status_image)| same_image(image.unwrap_or_default(), status_image))
     });
     images_match && predicates::is_in_place_update_ready(pod)
 }

@@ -17,7 +17,6 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex, RwLock};
 
 use futures::{Stream, StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
@@ -42,32 +41,6 @@ pub fn prune_metadata(meta: &mut ObjectMeta) {
 /// [`prune_metadata`] of any object: what every cache removes at least.
 pub fn prune<K: Resource>(object: &mut K) {
     prune_metadata(object.meta_mut());
-}
-
-/// [`prune`] for the Pods a workload controller (CloneSet, Advanced StatefulSet, Advanced
-/// DaemonSet, BroadcastJob) caches: also their volumes and the containers' volume
-/// mounts. No workload plan reads them (a Pod's volumes never change, and claims are
-/// read from the PVC cache), and they are most of a cached Pod: the projected
-/// service-account token volume every Pod gets is about 6 KB of the 16 KB a typed Pod
-/// takes. Every write to a Pod is a patch, so nothing pruned is ever written back.
-///
-/// The store keeps a clone of the pruned Pod (kube's reflector `Writer`), and a clone's
-/// lists are allocated to their length: the spare capacity serde left in the decoded
-/// Pod's lists (a `Vec` grows from 4 elements; one `ContainerStatus` is 752 bytes)
-/// goes with the decoded Pod, right after.
-pub fn prune_workload_pod(pod: &mut Pod) {
-    prune(pod);
-    if let Some(spec) = pod.spec.as_mut() {
-        spec.volumes = None;
-        for container in spec
-            .containers
-            .iter_mut()
-            .chain(spec.init_containers.iter_mut().flatten())
-        {
-            container.volume_mounts = None;
-            container.volume_devices = None;
-        }
-    }
 }
 
 /// The readiness check of a cache of `K`: `cache <plural>` (`cache pods`).
@@ -655,6 +628,7 @@ pub fn key<K: Resource>(obj: &K) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn pod(name: &str, owner: Option<&str>) -> Pod {
@@ -943,47 +917,6 @@ mod tests {
         p.metadata.managed_fields = Some(vec![Default::default()]);
         prune(&mut p);
         assert!(p.metadata.managed_fields.is_none());
-    }
-
-    #[test]
-    fn workload_pods_lose_volumes_and_mounts_but_keep_what_plans_read() {
-        let mut pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "labels": {"app": "a"}, "managedFields": [{}]},
-            "spec": {
-                "nodeName": "n1",
-                "readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
-                "containers": [{"name": "main", "image": "nginx:1",
-                    "env": [{"name": "E", "value": "v"}],
-                    "volumeMounts": [{"name": "token", "mountPath": "/var/run/secrets"}]}],
-                "initContainers": [{"name": "init", "image": "busybox",
-                    "volumeMounts": [{"name": "token", "mountPath": "/t"}]}],
-                "volumes": [{"name": "token", "projected": {"sources": []}},
-                            {"name": "data", "persistentVolumeClaim": {"claimName": "data-p"}}]
-            },
-            "status": {"phase": "Running",
-                "containerStatuses": [{"name": "main", "image": "nginx:1", "imageID": "id",
-                    "ready": true, "restartCount": 0}]}
-        }))
-        .unwrap();
-        let before = pod.clone();
-        prune_workload_pod(&mut pod);
-        assert!(pod.metadata.managed_fields.is_none());
-        let spec = pod.spec.as_ref().unwrap();
-        assert!(spec.volumes.is_none());
-        assert!(spec.containers[0].volume_mounts.is_none());
-        assert!(
-            spec.init_containers.as_ref().unwrap()[0]
-                .volume_mounts
-                .is_none()
-        );
-        // What the plans read stays as it was.
-        assert_eq!(pod.metadata.labels, before.metadata.labels);
-        assert_eq!(pod.status, before.status);
-        let was = before.spec.as_ref().unwrap();
-        assert_eq!(spec.node_name, was.node_name);
-        assert_eq!(spec.readiness_gates, was.readiness_gates);
-        assert_eq!(spec.containers[0].image, was.containers[0].image);
-        assert_eq!(spec.containers[0].env, was.containers[0].env);
     }
 
     #[test]

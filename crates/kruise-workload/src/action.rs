@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::Pod as NewPod;
+use kruise_api::pod::Pod;
 use kruise_inplace::PodWrites;
 use kruise_lifecycle::Transition;
 
@@ -13,7 +15,7 @@ use kruise_lifecycle::Transition;
 pub enum Action<'a> {
     /// Create a Pod (from the named revision) after the PVCs it needs that do not exist.
     Create {
-        pod: Box<Pod>,
+        pod: Box<NewPod>,
         pvcs: Vec<PersistentVolumeClaim>,
         revision: String,
     },

@@ -5,7 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod as NewPod;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim};
+use kruise_api::pod::Pod;
 use kruise_runtime::{Events, Metrics};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
@@ -26,7 +28,7 @@ pub trait PodMessages: Send + Sync {
     fn created(&self, _owner: &str, pod: &str) -> String {
         format!("succeed to create pod {pod}")
     }
-    fn create_failed(&self, _owner: &str, pod: &Pod, err: &kube::Error) -> String {
+    fn create_failed(&self, _owner: &str, pod: &NewPod, err: &kube::Error) -> String {
         let json = serde_json::to_string(pod).unwrap_or_default();
         format!("failed to create pod: {err}, pod: {json}")
     }
@@ -73,13 +75,13 @@ pub enum PatchKind {
 }
 
 /// Whether `fresh` (read from the API) differs from `cached` only in what the kubelet
-/// reports: its status and resourceVersion. A cached Pod may be pruned
-/// ([`kruise_runtime::cache::prune_workload_pod`]: no volumes, no volume mounts), so both
-/// are pruned alike before they are compared.
+/// reports: its status and resourceVersion. Both are the cached view of a Pod
+/// ([`kruise_api::pod::Pod`]); the cache also prunes metadata
+/// ([`kruise_runtime::cache::prune`]), so both are pruned alike before they are compared.
 pub fn same_but_status(fresh: &Pod, cached: &Pod) -> bool {
     let pruned = |pod: &Pod| {
         let mut pod = pod.clone();
-        kruise_runtime::cache::prune_workload_pod(&mut pod);
+        kruise_runtime::cache::prune(&mut pod);
         pod
     };
     let (fresh, cached) = (pruned(fresh), pruned(cached));
@@ -188,7 +190,7 @@ impl PodControl {
     /// written (none when the Pod is gone).
     pub async fn patch_pod_status(
         &self,
-        pod: &Pod,
+        pod: &impl ResourceExt,
         patch: &Value,
     ) -> Result<Option<String>, kube::Error> {
         let api: Api<Pod> =
@@ -215,9 +217,13 @@ impl PodControl {
         self.metrics.pod_operation(&self.controller, operation);
     }
 
-    pub async fn create_pod(&self, owner: &ObjectReference, pod: &Pod) -> Result<Pod, kube::Error> {
+    pub async fn create_pod(
+        &self,
+        owner: &ObjectReference,
+        pod: &NewPod,
+    ) -> Result<NewPod, kube::Error> {
         let ns = pod.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        let api: Api<NewPod> = Api::namespaced(self.client.clone(), &ns);
         match api.create(&PostParams::default(), pod).await {
             Ok(created) => {
                 self.count("created");
@@ -430,6 +436,7 @@ mod tests {
         assert_eq!(errs, vec!["boom"]);
     }
 
+    /// A Pod as the API answers, whole: the view skips its volumes.
     fn pod_with_volumes() -> Pod {
         serde_json::from_value(json!({
             "metadata": {"name": "web-0", "labels": {"app": "web"},
@@ -448,7 +455,14 @@ mod tests {
     fn a_pruned_cached_pod_matches_its_fresh_self_whatever_the_status() {
         let fresh = pod_with_volumes();
         let mut cached = fresh.clone();
-        kruise_runtime::cache::prune_workload_pod(&mut cached);
+        kruise_runtime::cache::prune(&mut cached);
+        assert!(
+            cached
+                .metadata
+                .annotations
+                .as_ref()
+                .is_none_or(|a| a.is_empty())
+        );
         let mut running = fresh.clone();
         running.status.as_mut().unwrap().phase = Some("Running".into());
         assert!(same_but_status(&running, &cached));

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod as NewPod;
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_api::policy_v1alpha1::PubOperation;
 use kruise_inplace::PodWrites;
 use kube::runtime::controller::Action as Next;
@@ -220,7 +222,7 @@ impl Writer {
         owner_uid: &str,
         actions: Vec<Action<'_>>,
     ) -> Result<Executed, kube::Error> {
-        let mut creates: Vec<(Pod, Vec<PersistentVolumeClaim>)> = Vec::new();
+        let mut creates: Vec<(NewPod, Vec<PersistentVolumeClaim>)> = Vec::new();
         let mut others = Vec::new();
         for action in actions {
             tracing::debug!(action = action.kind(), object = %action.object_name(), "planned");
@@ -265,7 +267,7 @@ impl Writer {
         &self,
         owner: &ObjectReference,
         uid: &str,
-        pod: Pod,
+        pod: NewPod,
         pvcs: Vec<PersistentVolumeClaim>,
     ) -> Result<(), kube::Error> {
         let name = pod.name_any();

@@ -17,7 +17,7 @@
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, TestOperation};
-use k8s_openapi::api::core::v1::Pod;
+use kruise_api::pod::Pod;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 

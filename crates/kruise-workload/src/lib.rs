@@ -23,3 +23,15 @@ pub use action::{Action, Plan, WRITES_PER_ROUND, Warning, min_duration};
 pub use control::{PatchKind, PodControl, PodMessages, slow_start};
 pub use execute::{Executed, Writer};
 pub use expectations::{Expectations, Expected, Observed};
+
+/// The prune of a workload controller's Pod cache (CloneSet, Advanced StatefulSet,
+/// Advanced DaemonSet): [`kruise_runtime::cache::prune`], and the view's placement
+/// fields (`nodeSelector`, `tolerations`: every Pod has two default tolerations), which
+/// only BroadcastJob's plan reads.
+pub fn prune_pod(pod: &mut kruise_api::pod::Pod) {
+    kruise_runtime::cache::prune(pod);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_selector = None;
+        spec.tolerations = None;
+    }
+}

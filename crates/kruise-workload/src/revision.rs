@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_ordering::predicates::revision_label;
 use serde_json::{Map, Value};
 

@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus,
-    PodTemplateSpec,
+    Container, PodCondition, PodReadinessGate, PodSpec, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kruise_api::keys;
+use kruise_api::pod::{ContainerStatus, Pod, PodStatus};
 
 use crate::action::Action;
 use crate::predownload::PreDownload;

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::{Lifecycle, LifecycleState};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_inplace::PodWrites;
 use kruise_lifecycle::{InPlaceUpdateGate, RefreshInput};
 use serde_json::{Value, json};
@@ -258,7 +258,7 @@ mod tests {
         let template = pod_template("web", "nginx:alpine");
         let mut pod = Pod {
             metadata: template.metadata.unwrap_or_default(),
-            spec: template.spec,
+            spec: template.spec.as_ref().map(Into::into),
             status: Some(running_status(
                 "nginx:alpine",
                 Ready::Yes,

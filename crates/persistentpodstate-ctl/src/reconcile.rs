@@ -86,7 +86,7 @@ pub async fn reconcile(pps: Arc<PersistentPodState>, ctx: Arc<Context>) -> Resul
         .unwrap_or_default();
     let nodes: Vec<_> = pods
         .iter()
-        .map(|p| kruise_ordering::predicates::node_name(p))
+        .map(kruise_ordering::predicates::node_name)
         .filter(|n| !n.is_empty())
         .filter_map(|n| ctx.nodes.store().get(&ObjectRef::new(n)))
         .collect();

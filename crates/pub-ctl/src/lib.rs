@@ -76,7 +76,10 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     Arc::new(Context {
         client: runtime.client.clone(),
         pubs: runtime.tolerant_cache::<PodUnavailableBudget>(watcher::Config::default(), prune),
-        pods: runtime.cache::<Pod>(watcher::Config::default(), kruise_runtime::cache::prune::<Pod>),
+        pods: runtime.cache::<Pod>(
+            watcher::Config::default(),
+            kruise_runtime::cache::prune::<Pod>,
+        ),
         replicasets: runtime.cache::<ReplicaSet>(watcher::Config::default(), prune_replicaset),
         events: runtime.events(),
         reconciler: Reconciler::new(

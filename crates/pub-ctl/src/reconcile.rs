@@ -157,7 +157,7 @@ async fn protected_pods(
                 );
             }
         }
-        pods.retain(|p| predicates::is_active(p));
+        pods.retain(predicates::is_active);
         if pods.is_empty()
             && let Some(selector) = &w.scale_selector
         {

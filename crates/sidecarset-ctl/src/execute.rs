@@ -124,10 +124,12 @@ async fn status_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<
 }
 
 /// The strategic-merge Pod patch, guarded by the resourceVersion the plan saw (a
-/// conflict caused only by the kubelet's status writes is retried by the control).
+/// conflict caused only by the kubelet's status writes is retried by the control, which
+/// compares Pods as the workload caches see them).
 async fn pod_patch(ctx: &Context, pod: &Pod, patch: &Value) -> Result<Option<String>> {
+    let view = kruise_api::pod::Pod::from(pod);
     Ok(ctx
         .control
-        .patch_pod(pod, patch, PatchKind::Strategic)
+        .patch_pod(&view, patch, PatchKind::Strategic)
         .await?)
 }

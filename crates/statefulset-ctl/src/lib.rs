@@ -12,10 +12,11 @@ pub mod webhook;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_api::apps_v1beta1::StatefulSet;
 use kruise_api::keys;
-use kruise_runtime::cache::{prune, prune_workload_pod};
+use kruise_api::pod::Pod;
+use kruise_runtime::cache::prune;
 use kruise_runtime::{Cache, Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
 use kube::runtime::watcher;
@@ -54,7 +55,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     // Every StatefulSet Pod carries its identity label; nothing else is watched.
     let pods = runtime.cache::<Pod>(
         watcher::Config::default().labels(keys::STATEFULSET_POD_NAME),
-        prune_workload_pod,
+        kruise_workload::prune_pod,
     );
     // Claims are found by name (`<template>-<set>-<ordinal>`): by default they have no
     // owner and no label of ours.

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_api::apps_v1beta1::{StatefulSet, VolumeClaimUpdateStrategyType};
+use kruise_api::pod::Pod;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::predownload;
 use kruise_workload::revision::revision_data;

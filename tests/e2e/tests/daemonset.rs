@@ -307,6 +307,8 @@ async fn daemonset_runs_one_pod_per_node_as_nodes_come_and_go() {
             }),
             ..Default::default()
         };
+        // As the controller's cache sees it.
+        let unbound = kruise_api::pod::Pod::from(&unbound);
         let pinned = daemonset_ctl::plan::target_node(&unbound);
         assert_eq!(
             pinned,

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Pod as NewPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kruise_api::apps_v1alpha1::{
     BroadcastJob, BroadcastJobPhase, BroadcastJobStatus, CompletionPolicyType, FailurePolicyType,
@@ -20,6 +21,7 @@ use kruise_api::apps_v1alpha1::{
 };
 use kruise_api::intstr::{Rounding, scaled_value};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_ordering::{nodes, predicates};
 use kruise_workload::{Action, Plan, Warning};
 use kube::{Resource, ResourceExt};
@@ -59,7 +61,7 @@ pub struct Counts {
 /// Summed restarts of a Pod's containers and init containers.
 pub fn restarts(pod: &Pod) -> i32 {
     let status = pod.status.as_ref();
-    let sum = |list: Option<&Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+    let sum = |list: Option<&Vec<kruise_api::pod::ContainerStatus>>| {
         list.into_iter()
             .flatten()
             .map(|c| c.restart_count.max(0))
@@ -373,7 +375,7 @@ fn requeue_for_ttl(job: &BroadcastJob, out: &mut Outcome) {
 
 /// The job's Pod for `node`: the template with the job's two labels, named
 /// `<job>-<suffix>`, controlled by the job and bound to the node.
-pub fn new_pod(job: &BroadcastJob, node: &str, suffix: &str) -> Pod {
+pub fn new_pod(job: &BroadcastJob, node: &str, suffix: &str) -> NewPod {
     let template = &job.spec.template;
     let meta = template.metadata.clone().unwrap_or_default();
     let name = job.name_any();
@@ -385,7 +387,7 @@ pub fn new_pod(job: &BroadcastJob, node: &str, suffix: &str) -> Pod {
     );
     let mut spec = template.spec.clone().unwrap_or_default();
     nodes::bind_to_node(&mut spec, node);
-    Pod {
+    NewPod {
         metadata: ObjectMeta {
             name: Some(format!("{name}-{suffix}")),
             generate_name: Some(format!("{name}-")),

@@ -4,15 +4,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{
-    ContainerStatus, Node, NodeSpec, Pod, PodStatus, Taint, Toleration,
-};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{
     BroadcastJob, BroadcastJobPhase, BroadcastJobSpec, BroadcastJobStatus, CompletionPolicy,
     CompletionPolicyType, FailurePolicy, FailurePolicyType, JobConditionType,
 };
+use kruise_api::pod::{ContainerStatus, Pod, PodStatus};
 use kruise_workload::Action;
 use kruise_workload::testing::{now, pod_template};
 
@@ -58,7 +57,7 @@ pub fn job(spec: impl FnOnce(&mut BroadcastJobSpec)) -> BroadcastJob {
 
 /// The job's Pod on `node`, in `phase` ("" for just created).
 pub fn pod(j: &BroadcastJob, node: &str, phase: &str) -> Pod {
-    let mut p = new_pod(j, node, node);
+    let mut p = Pod::from(&new_pod(j, node, node));
     if !phase.is_empty() {
         p.status = Some(PodStatus {
             phase: Some(phase.into()),

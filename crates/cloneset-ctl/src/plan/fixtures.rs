@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetSpec};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
+use kruise_api::pod::{Container, PodSpec};
 use kruise_workload::revision;
 use kruise_workload::testing::{
     self, in_place_update_ready_gate, pod_template, running_status, set_label,

@@ -25,10 +25,11 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_api::apps_v1alpha1::CloneSet;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_ordering::predicates::is_active;
 use kruise_workload::revision;
 

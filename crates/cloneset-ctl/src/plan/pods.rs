@@ -3,13 +3,15 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod as NewPod;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodReadinessGate, PodTemplateSpec,
+    Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::revision;
 use kube::Resource;
 
@@ -86,7 +88,7 @@ pub fn new_pod(
     world: &World,
     revision_: &ControllerRevision,
     id: &str,
-) -> Result<(Pod, Vec<PersistentVolumeClaim>), String> {
+) -> Result<(NewPod, Vec<PersistentVolumeClaim>), String> {
     let revision_name = revision_.metadata.name.clone().unwrap_or_default();
     let template: PodTemplateSpec = revision::template_of(revision_)
         .ok_or_else(|| format!("revision {revision_name} has no template"))
@@ -165,7 +167,7 @@ pub fn new_pod(
         });
     }
 
-    let mut pod = Pod {
+    let mut pod = NewPod {
         metadata: ObjectMeta {
             name: Some(format!("{cs_name}-{id}")),
             namespace: Some(namespace),

@@ -2,9 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_ordering::deletion::{DeletionContext, sort_for_deletion};
 use kruise_workload::WRITES_PER_ROUND;
 
@@ -33,7 +33,7 @@ pub fn plan_scale<'a>(world: &World<'a>, fresh_ids: &mut dyn Iterator<Item = Str
     let planned: BTreeSet<&str> = pre_deleting
         .iter()
         .chain(&specified)
-        .map(|p| pod_name(p))
+        .map(|p| pod_name(*p))
         .collect();
 
     // 1. Cancel deletions no longer needed (replicas went up while Pods were held).

@@ -2,10 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_ordering::update::{UpdateOrderContext, sort_for_update_among};
 use kruise_workload::revision::{self, same_revision};
 use kruise_workload::update::{InPlaceUpdate, refresh_pod, update_in_place};

@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 
 use jiff::SignedDuration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{
     DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet, RollingUpdateType,
 };
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 pub use kruise_workload::testing::{Ready, Rev};
 use kruise_workload::testing::{
     controller_revision, in_place_update_ready_gate, now, pod_template, running_status, set_label,
@@ -119,11 +120,14 @@ impl Fixture {
             Rev::Current => ("old", "nginx:1.7.9"),
             Rev::Update => ("new", "nginx:1.9.1"),
         };
-        let template = pod_template("nginx", image);
+        let mut template = pod_template("nginx", image);
+        if let Some(spec) = template.spec.as_mut() {
+            bind_to_node(spec, &node_name(i));
+        }
         let since = Time(self.now - SignedDuration::from_hours(1));
         let mut pod = Pod {
             metadata: template.metadata.unwrap_or_default(),
-            spec: template.spec,
+            spec: template.spec.as_ref().map(Into::into),
             status: Some(running_status(image, ready, since.clone())),
         };
         pod.metadata.name = Some(format!("nginx-{}", self.seq));
@@ -136,7 +140,6 @@ impl Fixture {
         pod.metadata.owner_references = Some(vec![controller_reference(&self.ds)]);
         let spec = pod.spec.as_mut().unwrap();
         spec.node_name = Some(node_name(i));
-        bind_to_node(spec, &node_name(i));
         spec.readiness_gates = Some(in_place_update_ready_gate());
         set_label(&mut pod, keys::CONTROLLER_REVISION_HASH, hash);
         self.pods.push(pod);

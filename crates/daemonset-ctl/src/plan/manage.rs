@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use k8s_openapi::api::core::v1::Pod;
+use kruise_api::pod::Pod;
 use kruise_ordering::predicates;
 
 use super::pods::new_pod;

@@ -26,12 +26,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{DaemonSet, DaemonSetUpdateStrategyType, RollingUpdateType};
 use kruise_api::appspub::{Lifecycle, LifecycleState};
 use kruise_api::intstr::{self, NotAPercentage, Rounding};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::revision;
 
 pub use kruise_workload::action::{Action, Plan, Warning};

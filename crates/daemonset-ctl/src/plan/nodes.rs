@@ -98,9 +98,10 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
         Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec,
-        Pod, Taint,
+        Taint,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kruise_api::pod::Pod;
 
     fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str)]) -> Node {
         Node {
@@ -256,7 +257,7 @@ mod tests {
         let mut spec = PodSpec::default();
         bind_to_node(&mut spec, "node-3");
         let pod = Pod {
-            spec: Some(spec),
+            spec: Some((&spec).into()),
             ..Default::default()
         };
         assert_eq!(target_node(&pod), Some("node-3"));

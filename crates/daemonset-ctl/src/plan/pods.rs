@@ -1,6 +1,7 @@
 //! Spec 4.2.2: a new daemon Pod for a node.
 
-use k8s_openapi::api::core::v1::{Pod, PodReadinessGate, PodTemplateSpec};
+use k8s_openapi::api::core::v1::Pod as NewPod;
+use k8s_openapi::api::core::v1::{PodReadinessGate, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_api::apps_v1alpha1::{DaemonSet, RollingUpdateType};
 use kruise_api::appspub::LifecycleState;
@@ -29,7 +30,7 @@ pub fn controller_reference(ds: &DaemonSet) -> OwnerReference {
 /// it to `node` (the scheduler binds it), the `InPlaceUpdateReady` gate for
 /// `InPlaceIfPossible`, and with lifecycle hooks the `KruisePodReady` gate and state
 /// `Normal`.
-pub fn new_pod(world: &World, node: &str) -> Pod {
+pub fn new_pod(world: &World, node: &str) -> NewPod {
     let ds = world.ds;
     let template: PodTemplateSpec = revision::template_of(world.update_revision)
         .and_then(|t| serde_json::from_value(t).ok())
@@ -61,7 +62,7 @@ pub fn new_pod(world: &World, node: &str) -> Pod {
     }
     spec.readiness_gates = (!gates.is_empty()).then_some(gates);
 
-    let mut pod = Pod {
+    let mut pod = NewPod {
         metadata: ObjectMeta {
             generate_name: Some(format!("{}-", world.name())),
             namespace: ds.metadata.namespace.clone(),

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::RollingUpdateType;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::update::{InPlace, InPlaceUpdate, refresh_pod, update_in_place};
 
 use super::pods::new_pod;

@@ -77,7 +77,7 @@ pub fn targets<'a>(
             .filter(|p| p.namespace().as_deref() == Some(ns.as_str()))
             .filter(|p| predicates::is_active(p) && predicates::is_scheduled(p))
             .filter(|p| selector::matches(pod_selector, p.labels()).unwrap_or(false))
-            .map(|p| predicates::node_name(p))
+            .map(predicates::node_name)
             .collect();
         return nodes
             .into_iter()

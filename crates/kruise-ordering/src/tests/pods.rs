@@ -3,9 +3,10 @@
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::keys;
+use kruise_api::pod::{ContainerStatus, Pod, PodSpec, PodStatus};
 
 use crate::predicates;
 

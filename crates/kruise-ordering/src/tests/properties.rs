@@ -8,11 +8,12 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::appspub::{
     UpdatePriorityOrderTerm, UpdatePriorityStrategy, UpdatePriorityWeightTerm, UpdateScatterTerm,
 };
+use kruise_api::pod::Pod;
 use proptest::prelude::*;
 
 use super::pods::{PodBuilder, names, t};

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::appspub::{
     UpdatePriorityOrderTerm, UpdatePriorityStrategy, UpdatePriorityWeightTerm, UpdateScatterTerm,
 };
+use kruise_api::pod::Pod;
 
 use super::pods::{PodBuilder, names, t};
 use crate::{DeletionContext, UpdateOrderContext, sort_for_deletion, sort_for_update};

@@ -248,7 +248,7 @@ pub fn next_status(world: &World) -> PersistentPodStateStatus {
         status.pod_states.insert(name.to_string(), state);
     }
     if world.spec.retention_policy() == PersistentPodStateRetentionPolicyType::WhenScaled {
-        let existing: BTreeSet<&str> = world.pods.iter().map(|p| predicates::name(p)).collect();
+        let existing: BTreeSet<&str> = world.pods.iter().map(predicates::name).collect();
         status.pod_states.retain(|name, _| {
             // A name without an ordinal is not a StatefulSet Pod's: never dropped here.
             let Some(ordinal) = ordinal_of(name) else {

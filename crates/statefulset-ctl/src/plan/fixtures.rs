@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodTemplateSpec,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
@@ -17,6 +17,7 @@ use kruise_api::apps_v1beta1::{
     StatefulSetUpdateStrategyType,
 };
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::testing::{
     self, in_place_update_ready_gate, pod_template, running_status, set_label,
 };
@@ -125,7 +126,8 @@ impl Fixture {
             pod_index_label: true,
             ..self.options
         };
-        let mut pod = super::new_pod(&self.sts, revision, ordinal, &options, self.now);
+        let created = super::new_pod(&self.sts, revision, ordinal, &options, self.now);
+        let mut pod = Pod::from(&created);
         let image = pod.spec.as_ref().unwrap().containers[0]
             .image
             .clone()

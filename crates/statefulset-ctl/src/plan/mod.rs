@@ -27,10 +27,11 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_api::apps_v1beta1::{PodManagementPolicyType, StatefulSet};
 use kruise_api::appspub::{Lifecycle, LifecycleState};
+use kruise_api::pod::Pod;
 use kruise_workload::revision;
 
 pub use kruise_workload::action::{Action, Plan, Warning};

@@ -1,7 +1,7 @@
 //! Spec 4.1.1–4.1.2: which ordinals are live, and where each Pod stands.
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1beta1::{StatefulSet, StatefulSetSpec};
+use kruise_api::pod::Pod;
 
 use super::{Options, World, pod_name};
 

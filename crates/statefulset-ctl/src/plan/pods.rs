@@ -3,14 +3,16 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod as NewPod;
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodReadinessGate,
-    PodTemplateSpec, Volume,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodReadinessGate, PodTemplateSpec,
+    Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_api::apps_v1beta1::{PersistentVolumeClaimRetentionPolicyType, StatefulSet};
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::revision;
 use kube::Resource;
 use serde_json::{Value, json};
@@ -63,7 +65,7 @@ pub fn new_pod(
     ordinal: i32,
     options: &Options,
     now: Timestamp,
-) -> Pod {
+) -> NewPod {
     let set = sts.metadata.name.as_deref().unwrap_or_default();
     let name = pod_name_for(set, ordinal);
     let revision_name = revision_.metadata.name.clone().unwrap_or_default();
@@ -105,7 +107,7 @@ pub fn new_pod(
         });
     }
 
-    let mut pod = Pod {
+    let mut pod = NewPod {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: sts.metadata.namespace.clone(),

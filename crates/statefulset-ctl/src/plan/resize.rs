@@ -15,8 +15,9 @@
 //!
 //! Claims that do not exist yet or are being deleted are skipped, as upstream.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_api::apps_v1beta1::{VolumeClaimStatus, VolumeClaimUpdateStrategyType};
+use kruise_api::pod::Pod;
 use serde_json::json;
 
 use super::{Action, World, ordinal_of, pod_name};

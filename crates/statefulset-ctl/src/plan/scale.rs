@@ -12,11 +12,11 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1beta1::StatefulSetUpdateStrategyType;
 use kruise_api::appspub::LifecycleState;
 use kruise_api::intstr::{self, NotAPercentage, Rounding};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 
 use super::ordinals::{Replicas, Slot};
 use super::pods::{has_stale_claim, missing_claims, new_pod, retention_patches};

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1beta1::{PodUpdateStrategyType, StatefulSetUpdateStrategyType};
 use kruise_api::intstr::{self, NotAPercentage, Rounding};
 use kruise_api::keys;
+use kruise_api::pod::Pod;
 use kruise_workload::update::{InPlaceUpdate, refresh_pod, update_in_place};
 use serde_json::{Map, Value, json};
 
