@@ -197,11 +197,7 @@ fn order_group(group: &mut [&Pod], ctx: &DeletionContext, ranks: &Ranks) {
 
 fn same_node_ranks(population: &[&Pod], ctx: &DeletionContext) -> Ranks {
     let mut by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-    for pod in population
-        .iter()
-        .copied()
-        .filter(predicates::is_scheduled)
-    {
+    for pod in population.iter().copied().filter(predicates::is_scheduled) {
         by_node
             .entry(predicates::node_name(pod))
             .or_default()
