@@ -76,12 +76,12 @@ pub enum PatchKind {
 
 /// Whether `fresh` (read from the API) differs from `cached` only in what the kubelet
 /// reports: its status and resourceVersion. Both are the cached view of a Pod
-/// ([`kruise_api::pod::Pod`]); the cache also prunes metadata
-/// ([`kruise_runtime::cache::prune`]), so both are pruned alike before they are compared.
+/// ([`kruise_api::pod::Pod`]); the cache also prunes it ([`crate::prune_pod`]: metadata,
+/// placement), so both are pruned alike before they are compared.
 pub fn same_but_status(fresh: &Pod, cached: &Pod) -> bool {
     let pruned = |pod: &Pod| {
         let mut pod = pod.clone();
-        kruise_runtime::cache::prune(&mut pod);
+        crate::prune_pod(&mut pod);
         pod
     };
     let (fresh, cached) = (pruned(fresh), pruned(cached));
@@ -444,7 +444,9 @@ mod tests {
             "spec": {
                 "containers": [{"name": "main", "image": "nginx:1",
                                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
-                "volumes": [{"name": "data", "emptyDir": {}}]
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                                 "effect": "NoExecute", "tolerationSeconds": 300}]
             },
             "status": {"phase": "Pending"}
         }))
@@ -454,8 +456,9 @@ mod tests {
     #[test]
     fn a_pruned_cached_pod_matches_its_fresh_self_whatever_the_status() {
         let fresh = pod_with_volumes();
+        // As the cache holds it: no last-applied annotation, no tolerations.
         let mut cached = fresh.clone();
-        kruise_runtime::cache::prune(&mut cached);
+        crate::prune_pod(&mut cached);
         assert!(
             cached
                 .metadata
@@ -463,6 +466,7 @@ mod tests {
                 .as_ref()
                 .is_none_or(|a| a.is_empty())
         );
+        assert!(cached.spec.as_ref().unwrap().tolerations.is_none());
         let mut running = fresh.clone();
         running.status.as_mut().unwrap().phase = Some("Running".into());
         assert!(same_but_status(&running, &cached));
