@@ -2,6 +2,7 @@
 //! `broadcastjob-controller`), and nowhere else. Reasons and wording are upstream's
 //! (`pkg/controller/broadcastjob`).
 
+use k8s_openapi::api::core::v1::Pod as NewPod;
 use kruise_workload::PodMessages;
 
 /// The controller's name: event reporter, lease, field manager.
@@ -61,12 +62,7 @@ impl PodMessages for BroadcastJobMessages {
     fn created(&self, _owner: &str, pod: &str) -> String {
         format!("Created pod: {pod}")
     }
-    fn create_failed(
-        &self,
-        _owner: &str,
-        _pod: &k8s_openapi::api::core::v1::Pod,
-        err: &kube::Error,
-    ) -> String {
+    fn create_failed(&self, _owner: &str, _pod: &NewPod, err: &kube::Error) -> String {
         format!("Error creating: {err}")
     }
     fn deleted(&self, _owner: &str, pod: &str) -> String {

@@ -3,6 +3,7 @@
 //! Pod and claim events is upstream's StatefulPodControl's.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::Pod as NewPod;
 use kruise_workload::PodMessages;
 use kube::ResourceExt;
 
@@ -30,12 +31,7 @@ impl PodMessages for StatefulSetMessages {
     fn created(&self, owner: &str, pod: &str) -> String {
         format!("create Pod {pod} in StatefulSet {owner} successful")
     }
-    fn create_failed(
-        &self,
-        owner: &str,
-        pod: &k8s_openapi::api::core::v1::Pod,
-        err: &kube::Error,
-    ) -> String {
+    fn create_failed(&self, owner: &str, pod: &NewPod, err: &kube::Error) -> String {
         format!(
             "create Pod {} in StatefulSet {owner} failed error: {err}",
             pod.name_any()
