@@ -209,6 +209,20 @@ fn duration_until(at: Timestamp, now: Timestamp) -> Duration {
     }
 }
 
+/// When an unschedulable subset recovers: at that very time, as OpenKruise requeues it
+/// (`expectReschedule.Sub(now)`). The timer starts after `now` was read, so the round it
+/// starts finds the recovery due (`due <= now`); every millisecond added would come off
+/// the time a client waiting for the recovery has left (it is due 300 s after the
+/// condition's `lastTransitionTime`, which the apiserver keeps in whole seconds).
+fn duration_exactly_until(at: Timestamp, now: Timestamp) -> Duration {
+    let d = at.duration_since(now);
+    if d <= SignedDuration::ZERO {
+        Duration::from_millis(1)
+    } else {
+        d.unsigned_abs()
+    }
+}
+
 /// One reconcile of a WorkloadSpread (spec 1.4.3–1.4.5).
 pub fn plan(w: &World) -> Plan {
     let ws = w.ws;
@@ -336,7 +350,8 @@ pub fn plan(w: &World) -> Plan {
         }
     }
     let conditions = adaptive::conditions(&overall_previous, &stuck_subsets, adaptive, w.now);
-    soonest(conditions.next);
+    // Not through `soonest`: a recovery is requeued for its very time (below).
+    let recover_at = conditions.next;
     for i in &conditions.recovered {
         out.events.push(Event {
             warning: false,
@@ -446,7 +461,13 @@ pub fn plan(w: &World) -> Plan {
         patch.uid = predicates::uid(pod).to_string();
         out.patches.push(patch);
     }
-    out.requeue_after = next.map(|t| duration_until(t, w.now));
+    out.requeue_after = [
+        next.map(|t| duration_until(t, w.now)),
+        recover_at.map(|t| duration_exactly_until(t, w.now)),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
     if let Some(bad) = subsets
         .iter()
         .find(|s| !subset::caps_understood(std::slice::from_ref(s)))

@@ -665,8 +665,17 @@ fn adaptive_marks_the_subset_unschedulable_deletes_the_pod_and_recovers_after_30
         ("False".into(), "True".into())
     );
     ws.status = Some(plan.status);
+    // The recovery is requeued for its very time, not a moment after: a client waiting
+    // for it (OpenKruise's `reschedule subset-a` polls for 300 s) has little to spare.
+    let plan = plan_of(&ws, 2, &[], &[], t1 + SignedDuration::from_millis(200_250));
+    assert_eq!(conditions(&plan, 0), "False");
+    assert_eq!(
+        plan.requeue_after,
+        Some(std::time::Duration::from_millis(99_750))
+    );
     let plan = plan_of(&ws, 2, &[], &[], t1 + SignedDuration::from_secs(299));
     assert_eq!(conditions(&plan, 0), "False");
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(1)));
     let plan = plan_of(&ws, 2, &[], &[], t1 + SignedDuration::from_secs(300));
     assert_eq!(conditions(&plan, 0), "True");
     assert_eq!(plan.events[0].reason, keys::EVENT_WS_RECOVER_SCHEDULABLE);
