@@ -6,7 +6,7 @@
 //! handler and security context is inline), and a CloneSet of 10 000 Pods keeps 10 000 of
 //! them. This view decodes from the same JSON (unknown fields are skipped while decoding,
 //! never allocated), reads the same way (`pod.spec.as_ref()?.containers`,
-//! `pod.status.as_ref()?.conditions`), and is an [`kube::Resource`], so an
+//! `pod.status.as_ref()?.conditions`), and implements [`kube::Resource`], so an
 //! `Api<kruise_api::pod::Pod>` patches and reads Pods as this view. A Pod is never created
 //! or replaced from it: creations build k8s-openapi's `Pod` from the template, and every
 //! other write is a patch of the fields it names.
