@@ -317,22 +317,15 @@ macro_rules! pod_view_through {
 
 pod_view_through!(&T, std::sync::Arc<T>, Box<T>);
 
-/// What container predicates read, from this view's `Container` or k8s-openapi's.
+/// What the env hash reads of a container (`kruise_inplace::envhash`), from this view's
+/// `Container` or k8s-openapi's.
 pub trait ContainerView {
-    fn name(&self) -> &str;
-    fn image(&self) -> Option<&str>;
     fn env(&self) -> &[EnvVar];
 }
 
 macro_rules! container_view {
     ($container:ty) => {
         impl ContainerView for $container {
-            fn name(&self) -> &str {
-                &self.name
-            }
-            fn image(&self) -> Option<&str> {
-                self.image.as_deref()
-            }
             fn env(&self) -> &[EnvVar] {
                 self.env.as_deref().unwrap_or_default()
             }
@@ -344,12 +337,6 @@ container_view!(Container);
 container_view!(k8s_openapi::api::core::v1::Container);
 
 impl<T: ContainerView + ?Sized> ContainerView for &T {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn image(&self) -> Option<&str> {
-        (**self).image()
-    }
     fn env(&self) -> &[EnvVar] {
         (**self).env()
     }
