@@ -10,8 +10,8 @@ use libfuzzer_sys::fuzz_target;
 static ROUTES: LazyLock<[Vec<Route>; 2]> = LazyLock::new(|| {
     let pods = Cache::in_memory();
     [
-        cloneset_ctl::webhook::routes(pods.clone(), true),
-        cloneset_ctl::webhook::routes(pods, false),
+        cloneset_ctl::webhook::routes(pods.clone(), None, true),
+        cloneset_ctl::webhook::routes(pods, None, false),
     ]
 });
 

@@ -8,7 +8,7 @@
 //! Defaulting works on the JSON of the object, not on the typed struct, so fields our
 //! types do not know survive (the Pod template is kept exactly as sent).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -22,8 +22,8 @@ use kruise_api::pod::Pod;
 use kruise_runtime::Cache;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 use kruise_runtime::webhook::{
-    AdmissionRequest, AdmissionResponse, Route, config, defaulting, deny_invalid, dynamic,
-    json_objects, json_patch,
+    AdmissionRequest, AdmissionResponse, HandlerError, Route, config, defaulting, deny_invalid,
+    dynamic, json_objects, json_patch,
 };
 use kruise_workload::{admission, pod_defaults};
 use kube::ResourceExt;
@@ -99,10 +99,43 @@ pub trait PodLookup {
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>>;
 }
 
-impl PodLookup for Cache<Pod> {
-    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.store().get(&ObjectRef::new(name).within(namespace))
+/// Pods by name, in the CloneSet's namespace.
+impl PodLookup for BTreeMap<String, Arc<Pod>> {
+    fn pod(&self, _namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.get(name).cloned()
     }
+}
+
+/// The Pods [`validate`] looks up: those `podsToDelete` names and `old` did not, read
+/// from the cache, or from the API server while the cache is still listing (`/readyz`
+/// does not wait for it: [`kruise_runtime::Readiness::only_controller_waits_for`]).
+async fn pods_to_delete(
+    cache: &Cache<Pod>,
+    client: Option<&kube::Client>,
+    cs: &CloneSet,
+    old: Option<&CloneSet>,
+) -> Result<BTreeMap<String, Arc<Pod>>, HandlerError> {
+    let ns = cs.namespace().unwrap_or_default();
+    let named_before: BTreeSet<&String> = old
+        .map(|o| o.spec.scale_strategy.pods_to_delete.iter().collect())
+        .unwrap_or_default();
+    let mut found = BTreeMap::new();
+    for name in &cs.spec.scale_strategy.pods_to_delete {
+        if named_before.contains(name) || found.contains_key(name) {
+            continue;
+        }
+        let pod = match client {
+            Some(client) => cache
+                .get_or_fetch(client, &ns, name)
+                .await
+                .map_err(|e| HandlerError::Internal(format!("get pod {ns}/{name}: {e}")))?,
+            None => cache.store().get(&ObjectRef::new(name).within(&ns)),
+        };
+        if let Some(pod) = pod {
+            found.insert(name.clone(), pod);
+        }
+    }
+    Ok(found)
 }
 
 /// Spec 3 rules 1–11. `raw_old`/`raw_new` are the objects as JSON (the InPlaceOnly diff
@@ -431,7 +464,12 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
 
 /// The webhook routes served by `cloneset-ctl`. Deletion protection (spec 3.12) is not
 /// here: `protection-ctl` owns every DELETE of a protected object, CloneSets included.
-pub fn routes(pods: Cache<Pod>, template_defaults: bool) -> Vec<Route> {
+/// `client` reads Pods while `pods` is still listing (`None`: the cache alone).
+pub fn routes(
+    pods: Cache<Pod>,
+    client: Option<kube::Client>,
+    template_defaults: bool,
+) -> Vec<Route> {
     let mutate = Route::new(
         MUTATE_PATH,
         "mutate-cloneset",
@@ -441,7 +479,7 @@ pub fn routes(pods: Cache<Pod>, template_defaults: bool) -> Vec<Route> {
         VALIDATE_PATH,
         "validate-cloneset",
         dynamic(move |req| {
-            let pods = pods.clone();
+            let (pods, client) = (pods.clone(), client.clone());
             async move {
                 let (raw_new, raw_old) = json_objects(&req)?;
                 let typed_req: AdmissionRequest<CloneSet> = kruise_runtime::webhook::decode(req)?;
@@ -449,6 +487,9 @@ pub fn routes(pods: Cache<Pod>, template_defaults: bool) -> Vec<Route> {
                 let (Some(cs), Some(raw_new)) = (&typed_req.object, &raw_new) else {
                     return Ok(response);
                 };
+                let pods =
+                    pods_to_delete(&pods, client.as_ref(), cs, typed_req.old_object.as_ref())
+                        .await?;
                 let errors = validate(
                     cs,
                     typed_req.old_object.as_ref(),

@@ -1,8 +1,10 @@
 //! The admin server: `/metrics`, `/healthz`, `/readyz` on `KRUISE_ADMIN_ADDR`.
 //!
-//! `/readyz` is green only once every registered readiness check (each cache's initial
-//! sync, the webhook's TLS listener) has reported ready; until then it answers 503 and
-//! names what is still pending.
+//! `/readyz` is green once every readiness check that gates serving (the webhook's TLS
+//! listener, each cache a webhook reads) has reported ready; until then it answers 503 and
+//! names what is still pending. `/readyz` says whether to send this process requests, so a
+//! check only the controller waits for ([`Readiness::only_controller_waits_for`]: a cache
+//! no webhook reads before it has listed) is named in its body but does not hold it back.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,56 +20,103 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
-/// Named readiness checks; the process is ready when all of them are.
+/// Named readiness checks. The controller starts when all of them are ready; `/readyz`
+/// is green when those that gate serving are.
 #[derive(Clone, Default)]
 pub struct Readiness {
-    checks: Arc<Mutex<BTreeMap<String, bool>>>,
+    checks: Arc<Mutex<BTreeMap<String, Check>>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Check {
+    ready: bool,
+    /// Whether `/readyz` waits for it (else only the controller does).
+    gates_serving: bool,
 }
 
 /// One readiness check, created not-ready.
 #[derive(Clone)]
 pub struct ReadyHandle {
     name: String,
-    checks: Arc<Mutex<BTreeMap<String, bool>>>,
+    checks: Arc<Mutex<BTreeMap<String, Check>>>,
 }
 
 impl ReadyHandle {
     pub fn set_ready(&self) {
-        self.checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(self.name.clone(), true);
+        self.set(true);
     }
 
     pub fn set_not_ready(&self) {
+        self.set(false);
+    }
+
+    fn set(&self, ready: bool) {
         self.checks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(self.name.clone(), false);
+            .entry(self.name.clone())
+            .or_insert(Check {
+                ready,
+                gates_serving: true,
+            })
+            .ready = ready;
     }
 }
 
 impl Readiness {
     /// Registers a check (not ready until [`ReadyHandle::set_ready`]).
+    /// It gates `/readyz` and the controller, unless
+    /// [`only_controller_waits_for`](Self::only_controller_waits_for) says otherwise.
     pub fn register(&self, name: impl Into<String>) -> ReadyHandle {
         let name = name.into();
         self.checks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name.clone(), false);
+            .entry(name.clone())
+            .and_modify(|check| check.ready = false)
+            .or_insert(Check {
+                ready: false,
+                gates_serving: true,
+            });
         ReadyHandle {
             name,
             checks: self.checks.clone(),
         }
     }
 
-    /// Checks still pending; empty means ready.
+    /// Stops the check `name` (registered or not yet) from holding back `/readyz`; the
+    /// controller still waits for it. For a cache no webhook of the process reads, or
+    /// reads through to the API server until it has listed ([`crate::Cache::get_or_fetch`]):
+    /// a restarted replica with 10 000 Pods then takes webhook traffic before their list
+    /// has arrived.
+    pub fn only_controller_waits_for(&self, name: &str) {
+        self.checks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(name.to_string())
+            .or_insert(Check {
+                ready: false,
+                gates_serving: false,
+            })
+            .gates_serving = false;
+    }
+
+    /// Checks still pending, whatever they gate; empty means the controller may start.
     pub fn pending(&self) -> Vec<String> {
+        self.pending_where(|_| true)
+    }
+
+    /// Checks still pending that hold back `/readyz`.
+    pub fn pending_for_serving(&self) -> Vec<String> {
+        self.pending_where(|check| check.gates_serving)
+    }
+
+    fn pending_where(&self, gated: impl Fn(&Check) -> bool) -> Vec<String> {
         self.checks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .filter(|(_, ready)| !**ready)
+            .filter(|(_, check)| !check.ready && gated(check))
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -128,9 +177,17 @@ async fn metrics_handler(State(state): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn readyz_handler(State(state): State<AdminState>) -> impl IntoResponse {
-    let pending = state.readiness.pending();
+    let pending = state.readiness.pending_for_serving();
     if pending.is_empty() {
-        (StatusCode::OK, "ok".to_string())
+        let starting = state.readiness.pending();
+        if starting.is_empty() {
+            (StatusCode::OK, "ok".to_string())
+        } else {
+            (
+                StatusCode::OK,
+                format!("ok; the controller waits for: {}", starting.join(", ")),
+            )
+        }
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -158,12 +215,32 @@ mod tests {
         assert_eq!(r.pending(), vec!["cache clonesets"]);
     }
 
+    #[test]
+    fn a_check_only_the_controller_waits_for_does_not_hold_back_serving() {
+        let r = Readiness::default();
+        let tls = r.register("webhook tls");
+        let pods = r.register("cache pods");
+        r.only_controller_waits_for("cache pods");
+        // Declared before it is registered: still only the controller's.
+        r.only_controller_waits_for("cache pvcs");
+        let pvcs = r.register("cache pvcs");
+        assert_eq!(r.pending_for_serving(), vec!["webhook tls"]);
+        tls.set_ready();
+        assert!(r.pending_for_serving().is_empty());
+        assert_eq!(r.pending(), vec!["cache pods", "cache pvcs"]);
+        assert!(!r.is_ready(), "the controller waits for every check");
+        pods.set_ready();
+        pvcs.set_ready();
+        assert!(r.is_ready());
+    }
+
     #[tokio::test]
     async fn serves_health_readiness_and_metrics() {
         let metrics = Metrics::new();
         metrics.reconciles.with_label_values(&["c", "ok"]).inc();
         let readiness = Readiness::default();
         let check = readiness.register("cache pods");
+        let readiness_clone = readiness.clone();
         let shutdown = CancellationToken::new();
         let addr = serve(
             ([127, 0, 0, 1], 0).into(),
@@ -194,6 +271,16 @@ mod tests {
         assert!(not_ready.contains("cache pods"));
         check.set_ready();
         assert!(get("/readyz").await.starts_with("HTTP/1.1 200"));
+        let nodes = readiness_clone.register("cache nodes");
+        readiness_clone.only_controller_waits_for("cache nodes");
+        let starting = get("/readyz").await;
+        assert!(starting.starts_with("HTTP/1.1 200"), "{starting}");
+        assert!(
+            starting.ends_with("ok; the controller waits for: cache nodes"),
+            "{starting}"
+        );
+        nodes.set_ready();
+        assert!(get("/readyz").await.ends_with("\r\n\r\nok"));
         assert!(get("/metrics").await.contains("kruise_reconcile_total"));
         shutdown.cancel();
     }

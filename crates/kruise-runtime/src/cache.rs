@@ -59,6 +59,8 @@ where
     changes: broadcast::Sender<Arc<K>>,
     /// The highest resourceVersion of any event applied (0: none, or not numeric).
     progress: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether the first full list has reached the store.
+    synced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<K> Clone for Cache<K>
@@ -72,6 +74,7 @@ where
             owners: self.owners.clone(),
             changes: self.changes.clone(),
             progress: self.progress.clone(),
+            synced: self.synced.clone(),
         }
     }
 }
@@ -107,6 +110,7 @@ where
             owners: OwnerIndex::default(),
             changes: tx,
             progress: Default::default(),
+            synced: Default::default(),
         };
         let store = cache.store.clone();
         // Pruned as decoded, like every other cache; a malformed object has only its
@@ -134,6 +138,7 @@ where
             owners: OwnerIndex::default(),
             changes: tx,
             progress: Default::default(),
+            synced: Default::default(),
         };
         tokio::spawn(cache.clone().run(events, writer, ready));
         cache
@@ -217,6 +222,8 @@ where
                 Event::Init => relisted.clear(),
                 Event::InitApply(obj) => relisted.push(ObjectRef::from_obj(&obj)),
                 Event::InitDone => {
+                    self.synced
+                        .store(true, std::sync::atomic::Ordering::Release);
                     ready.set_ready();
                     // After a relist, objects that changed while the watch was down
                     // arrive only here: tell subscribers about all of them.
@@ -254,7 +261,15 @@ where
             owners: OwnerIndex::default(),
             changes: tx,
             progress: Default::default(),
+            // Nothing will ever list into it: it is as complete as it will get.
+            synced: Arc::new(true.into()),
         }
+    }
+
+    /// Whether the first full list has reached the store (it stays so through relists:
+    /// the store keeps the previous list until the next one is complete).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How far the cache has read: the highest resourceVersion among the events it has
@@ -294,6 +309,34 @@ where
         })
         .flatten();
         snapshot.chain(live)
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    /// `namespace/name` from the store once it has listed; before that, from the API
+    /// server (one GET, not filtered by the cache's selector), so a webhook answers right
+    /// while a large cache is still listing (see
+    /// [`crate::Readiness::only_controller_waits_for`]). `None`: no such object.
+    pub async fn get_or_fetch(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, kube::Error> {
+        if self.is_synced() {
+            return Ok(self.store.get(&ObjectRef::new(name).within(namespace)));
+        }
+        let api: Api<K> = Api::namespaced(client.clone(), namespace);
+        Ok(api.get_opt(name).await?.map(Arc::new))
     }
 }
 

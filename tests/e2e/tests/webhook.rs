@@ -1,7 +1,8 @@
 //! The shared webhook server (kruise-runtime) against the real apiserver: TLS with a
 //! generated CA, configurations registered by server-side apply with the caBundle filled
 //! in, validating denials and mutating JSON patches seen through the API, matchConditions
-//! keeping calls away, and CA rotation without a failed admission.
+//! keeping calls away, CA rotation without a failed admission, and a cache still listing
+//! read through to the API server.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,6 +19,7 @@ use kruise_runtime::webhook::{
     json_patch, typed,
 };
 use kruise_runtime::{Runtime, Settings, WebhookServer};
+use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -455,4 +457,123 @@ async fn ca_rotation_never_fails_an_admission() {
         served.len()
     );
     runtime.shutdown.cancel();
+}
+
+/// A client acting as the ServiceAccount `name` of `ns`.
+async fn client_as(ns: &TestNamespace, name: &str) -> kube::Client {
+    let mut config = kube_config().await;
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{}:{name}", ns.name));
+    kube::Client::try_from(config).expect("impersonating client")
+}
+
+/// A cache that has not listed yet answers `get_or_fetch` from the API server (so a
+/// webhook may serve before it syncs, `/readyz` not waiting for it), and from its store
+/// once it has listed. Its readiness check stays pending for the controller meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_still_listing_reads_through_to_the_api() {
+    use kruise_runtime::{Cache, Readiness};
+    let ns = TestNamespace::new("readthrough").await;
+    // `reader` may get ConfigMaps and, later, list and watch them; `nobody` may do nothing.
+    ns.apply(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: reader}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: nobody}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: get-configmaps}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: get-configmaps}
+subjects:
+- {kind: ServiceAccount, name: reader}
+"#,
+    )
+    .await
+    .unwrap();
+    let cms: Api<ConfigMap> = ns.api();
+    cms.create(&PostParams::default(), &configmap("present", &[("kept", "yes")]))
+        .await
+        .unwrap();
+    let reader = client_as(&ns, "reader").await;
+    let nobody = client_as(&ns, "nobody").await;
+    let readiness = Readiness::default();
+    readiness.only_controller_waits_for("cache configmaps");
+    let cache: Cache<ConfigMap> = Cache::spawn(
+        Api::namespaced(reader.clone(), &ns.name),
+        kube::runtime::watcher::Config::default(),
+        kruise_runtime::cache::prune,
+        readiness.register("cache configmaps"),
+    );
+    // Forbidden to list, it never syncs; reads go to the API server, as `reader`.
+    wait_for("the reader's Role to take effect", MINUTE, || async {
+        match cache.get_or_fetch(&reader, &ns.name, "present").await {
+            Ok(Some(cm)) => Ok(cm),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(!cache.is_synced());
+    assert_eq!(readiness.pending(), ["cache configmaps"]);
+    assert!(readiness.pending_for_serving().is_empty());
+    let present = cache
+        .get_or_fetch(&reader, &ns.name, "present")
+        .await
+        .unwrap()
+        .expect("present");
+    assert_eq!(present.labels().get("kept").map(String::as_str), Some("yes"));
+    assert!(
+        cache
+            .get_or_fetch(&reader, &ns.name, "absent")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let refused = cache.get_or_fetch(&nobody, &ns.name, "present").await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "{refused:?}"
+    );
+
+    // Allowed to list and watch, it syncs; then the store answers, without a request
+    // (`nobody` may not get, and gets the ConfigMap).
+    ns.apply(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: get-configmaps}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch]
+"#,
+    )
+    .await
+    .unwrap();
+    wait_for("the cache to list", MINUTE, || async {
+        if cache.is_synced() {
+            Ok(())
+        } else {
+            Err(format!("pending: {:?}", readiness.pending()))
+        }
+    })
+    .await;
+    assert!(readiness.is_ready());
+    let cached = cache
+        .get_or_fetch(&nobody, &ns.name, "present")
+        .await
+        .expect("from the store, no request")
+        .expect("present");
+    assert_eq!(cached.uid(), present.uid());
 }
