@@ -19,6 +19,7 @@ use kruise_api::apps_v1alpha1::{ImageListPullJob, ImagePullJob, NodeImage};
 use kruise_api::keys;
 use kruise_runtime::cache::prune;
 use kruise_runtime::{Cache, Reconciler, Runtime};
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use tokio::sync::Notify;
@@ -35,9 +36,14 @@ pub struct Context {
     pub node_images: Cache<NodeImage>,
     pub nodes: Cache<Node>,
     pub pods: Cache<Pod>,
-    /// The Secrets of the config namespace (names only): pull secret references to a
-    /// Secret gone are pruned from the NodeImages.
+    /// The Secrets of the config namespace (the copies; names and digests only): pull
+    /// secret references to a Secret gone are pruned from the NodeImages, and a copy
+    /// whose digest is not its source's is made again.
     pub config_secrets: Cache<Secret>,
+    /// The Secrets of the jobs' namespaces (names and digests only,
+    /// [`plan::secrets::prune_to_digest`]): a rotated pull secret wakes the jobs that
+    /// use it, and their copies follow.
+    pub pull_secrets: Cache<Secret>,
     /// Where pull secrets are copied for the node agents.
     pub config_namespace: String,
     /// Seconds added to an Always tag's TTL (`KRUISE_IMAGEPULLJOB_DEFAULT_TTL_SECONDS`).
@@ -79,13 +85,8 @@ fn prune_pod(pod: &mut Pod) {
     }
 }
 
-/// A Secret as pruning needs it: its name. Its data never stays in memory.
-fn prune_secret(secret: &mut Secret) {
-    prune(secret);
-    secret.metadata.annotations = None;
-    secret.data = None;
-    secret.string_data = None;
-}
+/// The readiness check of the cache of the config namespace's Secrets.
+const CONFIG_SECRETS_CHECK: &str = "cache secrets (config namespace)";
 
 /// The caches and the shared context.
 pub fn context(runtime: &Runtime) -> Arc<Context> {
@@ -100,14 +101,14 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     let config_secrets = Cache::spawn(
         kube::Api::namespaced(runtime.client.clone(), &config_namespace),
         watcher::Config::default(),
-        prune_secret,
-        runtime
-            .readiness
-            .register("cache secrets (config namespace)"),
+        plan::secrets::prune_to_digest,
+        runtime.readiness.register(CONFIG_SECRETS_CHECK),
     );
     Arc::new(Context {
         client: runtime.client.clone(),
         config_secrets,
+        pull_secrets: runtime
+            .cache::<Secret>(watcher::Config::default(), plan::secrets::prune_to_digest),
         jobs: runtime.tolerant_cache::<ImagePullJob>(watcher::Config::default(), prune),
         lists: runtime.tolerant_cache::<ImageListPullJob>(watcher::Config::default(), prune),
         node_images: runtime.cluster_cache::<NodeImage>(watcher::Config::default(), prune),
@@ -138,6 +139,24 @@ fn unfinished_jobs(
                 .is_none_or(|s| s.completion_time.is_none())
         })
         .filter(|j| !pod_selector_only || j.spec.template.pod_selector.is_some())
+        .map(|j| ObjectRef::from_obj(j.as_ref()))
+        .collect()
+}
+
+/// The unfinished jobs of `secret`'s namespace that pull with it.
+fn jobs_pulling_with(
+    jobs: &kube::runtime::reflector::Store<ImagePullJob>,
+    secret: &Secret,
+) -> Vec<ObjectRef<ImagePullJob>> {
+    let (ns, name) = (secret.namespace(), secret.name_any());
+    jobs.state()
+        .into_iter()
+        .filter(|j| j.namespace() == ns && j.spec.template.pull_secrets.contains(&name))
+        .filter(|j| {
+            j.status
+                .as_ref()
+                .is_none_or(|s| s.completion_time.is_none())
+        })
         .map(|j| ObjectRef::from_obj(j.as_ref()))
         .collect()
 }
@@ -182,6 +201,13 @@ async fn run_node_images(ctx: Arc<Context>) {
 /// the lease holder reconciles.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
+    // No webhook reads Secrets: webhook traffic need not wait for their list.
+    for cache in [
+        kruise_runtime::cache::check_name::<Secret>(),
+        CONFIG_SECRETS_CHECK.to_string(),
+    ] {
+        runtime.readiness.only_controller_waits_for(&cache);
+    }
     let controllers = |workers| {
         let ctx = ctx.clone();
         async move {
@@ -189,11 +215,14 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             let on_node_image = move |_: Arc<NodeImage>| unfinished_jobs(&jobs_store, false);
             let jobs_store = ctx.jobs.store().clone();
             let on_pod = move |_: Arc<Pod>| unfinished_jobs(&jobs_store, true);
+            let jobs_store = ctx.jobs.store().clone();
+            let on_secret = move |s: Arc<Secret>| jobs_pulling_with(&jobs_store, &s);
             let r = &ctx.job_reconciler;
             let job_controller = r
                 .controller(&ctx.jobs, workers)
                 .watches_shared_stream(ctx.node_images.subscribe(), on_node_image)
-                .watches_shared_stream(ctx.pods.subscribe(), on_pod);
+                .watches_shared_stream(ctx.pods.subscribe(), on_pod)
+                .watches_shared_stream(ctx.pull_secrets.subscribe(), on_secret);
             let jobs = r.run_with(job_controller, ctx.clone(), reconcile::reconcile_job);
             let lists = ctx.list_reconciler.run_controller(
                 &ctx.lists,

@@ -18,7 +18,7 @@ use rand::Rng;
 use serde_json::json;
 
 use crate::error::Result;
-use crate::plan::{job, list, nodeimage};
+use crate::plan::{job, list, nodeimage, secrets};
 use crate::{CONTROLLER_NAME, Context};
 
 /// While a job is running, look again at least this often (NodeImage changes trigger it
@@ -157,6 +157,23 @@ async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
     Ok(())
 }
 
+/// Whether a copy of the job's pull secrets is missing or behind its source, by the
+/// digests the caches hold (no request).
+fn copies_stale(ctx: &Context, j: &ImagePullJob, targets: &[ReferenceObject]) -> bool {
+    let digest_in = |cache: &kruise_runtime::Cache<Secret>, ns: &str, name: &str| {
+        cache
+            .store()
+            .get(&kube::runtime::reflector::ObjectRef::new(name).within(ns))
+            .and_then(|s| secrets::cached_digest(&s).map(str::to_string))
+    };
+    secrets::copies_stale(
+        j,
+        targets,
+        &|ns, name| digest_in(&ctx.pull_secrets, ns, name),
+        &|ns, name| digest_in(&ctx.config_secrets, ns, name),
+    )
+}
+
 /// Drops the job from its copies' references; a copy nobody references is deleted.
 async fn release_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
     if j.namespace().as_deref() == Some(ctx.config_namespace.as_str()) {
@@ -263,7 +280,7 @@ pub async fn reconcile_job(j: Arc<ImagePullJob>, ctx: Arc<Context>) -> Result<Ac
         default_ttl_seconds: ctx.default_tag_ttl_seconds,
     };
     let plan = job::plan(&world);
-    if !plan.writes.is_empty() {
+    if !plan.writes.is_empty() || (!finished && copies_stale(&ctx, &j, &world.secrets)) {
         copy_secrets(&ctx, &j).await?;
     }
     let nodes: Api<NodeImage> = Api::all(ctx.client.clone());

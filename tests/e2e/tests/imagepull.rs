@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use daemon_agent::{AgentConfig, cri::Cri};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kruise_api::apps_v1alpha1::{
     ImageListPullJob, ImagePullJob, ImagePullPhase, ImageTagStatus, NodeImage,
 };
@@ -1020,6 +1020,118 @@ async fn node_images_follow_nodes_and_jobs_without_agent_time_out() {
     })
     .await;
     all.delete(&fake, &DeleteParams::default()).await.unwrap();
+}
+
+/// A never-completing job keeps its pull secret's copy in the config namespace; when the
+/// user rotates the source Secret, the copy follows (the node agent pulls with the new
+/// login), and it goes with the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_pull_secret_reaches_its_copy() {
+    let ns = TestNamespace::new("imagepull-rotate").await;
+    apply_base_namespaces().await;
+    let _ctl = start_controller(&ns).await;
+    let fake = format!("{}-fake", ns.name);
+    let node_images = fake_node_image(&ns, &fake).await;
+    let login = |password: &str| {
+        let config = format!(
+            r#"{{"auths":{{"registry.example":{{"username":"u","password":"{password}"}}}}}}"#
+        );
+        std::collections::BTreeMap::from([(
+            ".dockerconfigjson".to_string(),
+            k8s_openapi::ByteString(config.into_bytes()),
+        )])
+    };
+    let sources: Api<Secret> = ns.api();
+    let source = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("login".into()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/dockerconfigjson".into()),
+        data: Some(login("first")),
+        ..Default::default()
+    };
+    sources
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    ns.apply(&job_yaml(
+        "keep-warm",
+        "nginx:1.9.1",
+        &fake,
+        "  completionPolicy:\n    type: Never\n  pullSecrets: [login]",
+    ))
+    .await
+    .unwrap();
+    let copies: Api<Secret> =
+        Api::namespaced(ns.client.clone(), keys::KRUISE_DAEMON_CONFIG_NAMESPACE);
+    let copy_name = format!("{}.login", ns.name);
+    let copy_with = |password: &'static str| {
+        let (copies, copy_name, want) = (copies.clone(), copy_name.clone(), login(password));
+        async move {
+            let copy = copies
+                .get_opt(&copy_name)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("no copy")?;
+            let references = copy
+                .annotations()
+                .get(keys::IMAGEPULLJOB_REFERENCES)
+                .cloned()
+                .unwrap_or_default();
+            if copy.data.as_ref() == Some(&want)
+                && references
+                    .split(',')
+                    .any(|r| r == format!("{}/keep-warm", ns.name))
+            {
+                Ok(())
+            } else {
+                Err(format!("{:?} {references}", copy.data))
+            }
+        }
+    };
+    wait_for("the copy of the first login", MINUTE, || copy_with("first")).await;
+    let active = job_status(&ns, "keep-warm").await;
+    assert_eq!(
+        (active.active, active.completion_time),
+        (1, None),
+        "{active:?}"
+    );
+
+    sources
+        .patch(
+            "login",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": login("second")})),
+        )
+        .await
+        .unwrap();
+    // Nothing else changes for the job: only the Secret's change can bring it here.
+    wait_for(
+        "the copy of the rotated login",
+        Duration::from_secs(15),
+        || copy_with("second"),
+    )
+    .await;
+
+    ns.api::<ImagePullJob>()
+        .delete("keep-warm", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("the copy released with its job", MINUTE, || async {
+        match copies.get_opt(&copy_name).await {
+            Ok(None) => Ok(()),
+            other => Err(format!(
+                "{:?}",
+                other.map(|c| c.map(|c| c.annotations().clone()))
+            )),
+        }
+    })
+    .await;
+    node_images
+        .delete(&fake, &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::*;
+use kube::ResourceExt;
 use proptest::prelude::*;
 
 use super::job::{self, JobWorld, NodeState};
@@ -848,4 +849,100 @@ fn silent_nodes_and_overdue_pulls_are_failed() {
         nodeimage::timeouts(&after, now()).0.is_empty(),
         "failed once"
     );
+}
+
+fn secret(type_: &str, data: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta {
+            name: Some("pull".into()),
+            namespace: Some("default".into()),
+            annotations: Some(BTreeMap::from([(
+                "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                "{}".to_string(),
+            )])),
+            ..Default::default()
+        },
+        type_: Some(type_.into()),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn cached_secrets_keep_a_digest_of_their_content_not_the_content() {
+    use super::secrets::{cached_digest, digest, prune_to_digest};
+    let config = "kubernetes.io/dockerconfigjson";
+    let mut cached = secret(config, &[(".dockerconfigjson", "{\"auths\":{}}")]);
+    let before = digest(&cached);
+    prune_to_digest(&mut cached);
+    assert_eq!(cached.data, None);
+    assert_eq!(cached_digest(&cached), Some(before.as_str()));
+    assert_eq!(cached.annotations().len(), 1, "{:?}", cached.annotations());
+    // The same content digests the same; other data, another key or type do not.
+    let same = secret(config, &[(".dockerconfigjson", "{\"auths\":{}}")]);
+    assert_eq!(digest(&same), before);
+    for other in [
+        secret(config, &[(".dockerconfigjson", "{\"auths\":{\"r\":{}}}")]),
+        secret(config, &[(".dockercfg", "{\"auths\":{}}")]),
+        secret(
+            "kubernetes.io/dockercfg",
+            &[(".dockerconfigjson", "{\"auths\":{}}")],
+        ),
+    ] {
+        assert_ne!(digest(&other), before, "{other:?}");
+    }
+}
+
+#[test]
+fn copies_are_made_again_when_missing_or_behind_their_source() {
+    use super::secrets::copies_stale;
+    let j = pull_job(|s| s.template.pull_secrets = vec!["a".into(), "b".into()]);
+    let targets: Vec<ReferenceObject> = ["default.a", "default.b"]
+        .iter()
+        .map(|name| ReferenceObject {
+            namespace: "kruise-daemon-config".into(),
+            name: name.to_string(),
+        })
+        .collect();
+    let digests = |known: &'static [(&'static str, &'static str, &'static str)]| {
+        move |ns: &str, name: &str| {
+            known
+                .iter()
+                .find(|(n, m, _)| *n == ns && *m == name)
+                .map(|(_, _, d)| d.to_string())
+        }
+    };
+    let sources = digests(&[("default", "a", "1"), ("default", "b", "2")]);
+    let in_sync = digests(&[
+        ("kruise-daemon-config", "default.a", "1"),
+        ("kruise-daemon-config", "default.b", "2"),
+    ]);
+    assert!(!copies_stale(&j, &targets, &sources, &in_sync));
+    let rotated = digests(&[("default", "a", "1"), ("default", "b", "3")]);
+    assert!(copies_stale(&j, &targets, &rotated, &in_sync));
+    let one_missing = digests(&[("kruise-daemon-config", "default.a", "1")]);
+    assert!(copies_stale(&j, &targets, &sources, &one_missing));
+    // A source not there yet needs no copy; a job in the config namespace, none at all.
+    let only_a = digests(&[("default", "a", "1")]);
+    assert!(!copies_stale(&j, &targets, &only_a, &one_missing));
+    let mut local = j.clone();
+    local.metadata.namespace = Some("kruise-daemon-config".into());
+    let own: Vec<ReferenceObject> = ["a", "b"]
+        .iter()
+        .map(|name| ReferenceObject {
+            namespace: "kruise-daemon-config".into(),
+            name: name.to_string(),
+        })
+        .collect();
+    let local_sources = digests(&[("kruise-daemon-config", "a", "1")]);
+    assert!(!copies_stale(&local, &own, &local_sources, &digests(&[])));
 }
