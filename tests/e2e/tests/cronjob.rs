@@ -115,6 +115,17 @@ async fn cronjob_acj_test_creates_a_broadcastjob_every_minute() {
         }
     })
     .await;
+    // Applied again unchanged: kubectl sends the Pod template without the defaults the
+    // webhook added, which must not read as a change of the immutable template.
+    let before = api.get("acj-test").await.unwrap();
+    ns.apply(&acj_yaml("acj-test", "*/1 * * * *", "", ""))
+        .await
+        .expect("apply acj-test again, unchanged");
+    let after = api.get("acj-test").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&after.spec).unwrap(),
+        serde_json::to_value(&before.spec).unwrap()
+    );
     let (ok, out, err) = kubectl_async(
         vec!["get".into(), "acj".into(), "-n".into(), ns.name.clone()],
         None,

@@ -503,9 +503,12 @@ subjects:
     .await
     .unwrap();
     let cms: Api<ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &configmap("present", &[("kept", "yes")]))
-        .await
-        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &configmap("present", &[("kept", "yes")]),
+    )
+    .await
+    .unwrap();
     let reader = client_as(&ns, "reader").await;
     let nobody = client_as(&ns, "nobody").await;
     let readiness = Readiness::default();
@@ -532,7 +535,10 @@ subjects:
         .await
         .unwrap()
         .expect("present");
-    assert_eq!(present.labels().get("kept").map(String::as_str), Some("yes"));
+    assert_eq!(
+        present.labels().get("kept").map(String::as_str),
+        Some("yes")
+    );
     assert!(
         cache
             .get_or_fetch(&reader, &ns.name, "absent")

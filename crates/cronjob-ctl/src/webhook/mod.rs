@@ -37,9 +37,10 @@ const MUTABLE: [&str; 7] = [
 ];
 
 /// Spec 3 defaulting: `concurrencyPolicy: Allow`, `paused: false`, history limits 3 and
-/// 1; the chosen template's Pod template gets the core defaults on CREATE unless
-/// `template_defaults` is false (gate `TemplateNoDefaults`). The template is immutable,
-/// so an UPDATE leaves it as stored.
+/// 1; the chosen template's Pod template gets the core defaults unless
+/// `template_defaults` is false (gate `TemplateNoDefaults`): on CREATE, and on UPDATE
+/// when the stored template was defaulted, so that re-applying an unchanged manifest
+/// (which leaves the defaults out) does not look like a change of the immutable template.
 pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults: bool) -> Value {
     let mut obj = object.clone();
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -55,25 +56,32 @@ pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults:
             spec.insert(key.into(), value);
         }
     }
-    if template_defaults && old.is_none() {
-        for pointer in [
-            "/template/jobTemplate/spec/template",
-            "/template/broadcastJobTemplate/spec/template",
-        ] {
-            if let Some(t) = spec_pointer_mut(spec, pointer) {
-                pod_defaults::template_defaults(t);
-            }
+    if !template_defaults {
+        return obj;
+    }
+    for pointer in [
+        "/spec/template/jobTemplate/spec/template",
+        "/spec/template/broadcastJobTemplate/spec/template",
+    ] {
+        let stored = old.and_then(|o| o.pointer(pointer));
+        let stored_defaulted = stored.is_none_or(|t| {
+            let mut defaulted = t.clone();
+            pod_defaults::template_defaults(&mut defaulted);
+            &defaulted == t
+        });
+        if !stored_defaulted {
+            continue;
+        }
+        if let Some(old) = old {
+            let containers = format!("{pointer}/spec/containers");
+            let init = format!("{pointer}/spec/initContainers");
+            pod_defaults::keep_pull_policies(&mut obj, old, &[&containers, &init]);
+        }
+        if let Some(t) = obj.pointer_mut(pointer) {
+            pod_defaults::template_defaults(t);
         }
     }
     obj
-}
-
-fn spec_pointer_mut<'a>(
-    spec: &'a mut serde_json::Map<String, Value>,
-    pointer: &str,
-) -> Option<&'a mut Value> {
-    let (first, rest) = pointer.trim_start_matches('/').split_once('/')?;
-    spec.get_mut(first)?.pointer_mut(&format!("/{rest}"))
 }
 
 /// Spec 3 validation (JSON), as field errors: the object, and on UPDATE (`old` set) the

@@ -33,6 +33,25 @@ fn defaults_fill_policies_and_the_pod_template() {
 }
 
 #[test]
+fn reapplying_the_same_manifest_is_no_change_of_the_template() {
+    let manifest = acj(json!({"schedule": "*/1 * * * *", "template": bcj_template()}));
+    let stored = with_defaults_for(&manifest, None, true);
+    // `kubectl apply` of the unchanged manifest sends the template without its defaults.
+    let mut reapplied = stored.clone();
+    reapplied["spec"]["template"] = bcj_template();
+    reapplied["spec"]["schedule"] = json!("*/2 * * * *");
+    let defaulted = with_defaults_for(&reapplied, Some(&stored), true);
+    assert_eq!(defaulted["spec"]["template"], stored["spec"]["template"]);
+    assert!(validate(&defaulted, Some(&stored)).is_empty());
+    // A template stored without defaults (gate TemplateNoDefaults, or before a webhook)
+    // is left as sent: defaulting it now would be the change.
+    let bare = with_defaults_for(&manifest, None, false);
+    let defaulted = with_defaults_for(&bare, Some(&bare), true);
+    assert_eq!(defaulted["spec"]["template"], bcj_template());
+    assert!(validate(&defaulted, Some(&bare)).is_empty());
+}
+
+#[test]
 fn the_seed_is_valid() {
     let obj = acj(json!({"schedule": "*/1 * * * *", "template": bcj_template()}));
     assert!(
