@@ -1066,35 +1066,16 @@ async fn a_rotated_pull_secret_reaches_its_copy() {
     let copies: Api<Secret> =
         Api::namespaced(ns.client.clone(), keys::KRUISE_DAEMON_CONFIG_NAMESPACE);
     let copy_name = format!("{}.login", ns.name);
-    let copy_with = |password: &'static str| {
-        let (copies, copy_name, want) = (copies.clone(), copy_name.clone(), login(password));
-        async move {
-            let copy = copies
-                .get_opt(&copy_name)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("no copy")?;
-            let references = copy
-                .annotations()
-                .get(keys::IMAGEPULLJOB_REFERENCES)
-                .cloned()
-                .unwrap_or_default();
-            if copy.data.as_ref() == Some(&want)
-                && references
-                    .split(',')
-                    .any(|r| r == format!("{}/keep-warm", ns.name))
-            {
-                Ok(())
-            } else {
-                Err(format!("{:?} {references}", copy.data))
-            }
-        }
-    };
-    wait_for("the copy of the first login", MINUTE, || copy_with("first")).await;
+    let reference = format!("{}/keep-warm", ns.name);
+    let (first, second) = (login("first"), login("second"));
+    wait_for("the copy of the first login", MINUTE, || {
+        copy_holds(&copies, &copy_name, &first, &reference)
+    })
+    .await;
     let active = job_status(&ns, "keep-warm").await;
     assert_eq!(
-        (active.active, active.completion_time),
-        (1, None),
+        (active.active, active.completion_time.is_none()),
+        (1, true),
         "{active:?}"
     );
 
@@ -1102,7 +1083,7 @@ async fn a_rotated_pull_secret_reaches_its_copy() {
         .patch(
             "login",
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": login("second")})),
+            &Patch::Merge(json!({"data": second})),
         )
         .await
         .unwrap();
@@ -1110,7 +1091,7 @@ async fn a_rotated_pull_secret_reaches_its_copy() {
     wait_for(
         "the copy of the rotated login",
         Duration::from_secs(15),
-        || copy_with("second"),
+        || copy_holds(&copies, &copy_name, &second, &reference),
     )
     .await;
 
@@ -1132,6 +1113,30 @@ async fn a_rotated_pull_secret_reaches_its_copy() {
         .delete(&fake, &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// Whether the copy `name` holds `data` and lists `reference` among its jobs.
+async fn copy_holds(
+    copies: &Api<Secret>,
+    name: &str,
+    data: &std::collections::BTreeMap<String, k8s_openapi::ByteString>,
+    reference: &str,
+) -> Result<(), String> {
+    let copy = copies
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no copy")?;
+    let references = copy
+        .annotations()
+        .get(keys::IMAGEPULLJOB_REFERENCES)
+        .cloned()
+        .unwrap_or_default();
+    if copy.data.as_ref() == Some(data) && references.split(',').any(|r| r == reference) {
+        Ok(())
+    } else {
+        Err(format!("{:?} {references}", copy.data))
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
