@@ -6,7 +6,7 @@
 //! check only the controller waits for ([`Readiness::only_controller_waits_for`]: a cache
 //! no webhook reads before it has listed) is named in its body but does not hold it back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -24,21 +24,22 @@ use crate::metrics::Metrics;
 /// is green when those that gate serving are.
 #[derive(Clone, Default)]
 pub struct Readiness {
-    checks: Arc<Mutex<BTreeMap<String, Check>>>,
+    checks: Arc<Mutex<Checks>>,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Check {
-    ready: bool,
-    /// Whether `/readyz` waits for it (else only the controller does).
-    gates_serving: bool,
+#[derive(Default)]
+struct Checks {
+    /// Every registered check: ready or not.
+    ready: BTreeMap<String, bool>,
+    /// The names `/readyz` does not wait for (registered or not).
+    controller_only: BTreeSet<String>,
 }
 
 /// One readiness check, created not-ready.
 #[derive(Clone)]
 pub struct ReadyHandle {
     name: String,
-    checks: Arc<Mutex<BTreeMap<String, Check>>>,
+    checks: Arc<Mutex<Checks>>,
 }
 
 impl ReadyHandle {
@@ -51,16 +52,14 @@ impl ReadyHandle {
     }
 
     fn set(&self, ready: bool) {
-        self.checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(self.name.clone())
-            .or_insert(Check {
-                ready,
-                gates_serving: true,
-            })
-            .ready = ready;
+        lock(&self.checks).ready.insert(self.name.clone(), ready);
     }
+}
+
+fn lock(checks: &Mutex<Checks>) -> std::sync::MutexGuard<'_, Checks> {
+    checks
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Readiness {
@@ -69,54 +68,40 @@ impl Readiness {
     /// [`only_controller_waits_for`](Self::only_controller_waits_for) says otherwise.
     pub fn register(&self, name: impl Into<String>) -> ReadyHandle {
         let name = name.into();
-        self.checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(name.clone())
-            .and_modify(|check| check.ready = false)
-            .or_insert(Check {
-                ready: false,
-                gates_serving: true,
-            });
+        lock(&self.checks).ready.insert(name.clone(), false);
         ReadyHandle {
             name,
             checks: self.checks.clone(),
         }
     }
 
-    /// Stops the check `name` (registered or not yet) from holding back `/readyz`; the
+    /// Stops the check `name` (registered now or later) from holding back `/readyz`; the
     /// controller still waits for it. For a cache no webhook of the process reads, or
     /// reads through to the API server until it has listed ([`crate::Cache::get_or_fetch`]):
     /// a restarted replica with 10 000 Pods then takes webhook traffic before their list
-    /// has arrived.
+    /// has arrived. A name never registered holds back nothing.
     pub fn only_controller_waits_for(&self, name: &str) {
-        self.checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(name.to_string())
-            .or_insert(Check {
-                ready: false,
-                gates_serving: false,
-            })
-            .gates_serving = false;
+        lock(&self.checks).controller_only.insert(name.to_string());
     }
 
     /// Checks still pending, whatever they gate; empty means the controller may start.
     pub fn pending(&self) -> Vec<String> {
-        self.pending_where(|_| true)
+        self.pending_where(false)
     }
 
     /// Checks still pending that hold back `/readyz`.
     pub fn pending_for_serving(&self) -> Vec<String> {
-        self.pending_where(|check| check.gates_serving)
+        self.pending_where(true)
     }
 
-    fn pending_where(&self, gated: impl Fn(&Check) -> bool) -> Vec<String> {
-        self.checks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn pending_where(&self, serving_only: bool) -> Vec<String> {
+        let checks = lock(&self.checks);
+        checks
+            .ready
             .iter()
-            .filter(|(_, check)| !check.ready && gated(check))
+            .filter(|(name, ready)| {
+                !**ready && (!serving_only || !checks.controller_only.contains(*name))
+            })
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -224,6 +209,8 @@ mod tests {
         // Declared before it is registered: still only the controller's.
         r.only_controller_waits_for("cache pvcs");
         let pvcs = r.register("cache pvcs");
+        // Declared and never registered (a typo): holds back nothing.
+        r.only_controller_waits_for("cache nodez");
         assert_eq!(r.pending_for_serving(), vec!["webhook tls"]);
         tls.set_ready();
         assert!(r.pending_for_serving().is_empty());
