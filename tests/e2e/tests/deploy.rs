@@ -1517,8 +1517,11 @@ const IMAGEPULLJOB_CHECKS: &str = "
     yes delete nodeimages.apps.kruise.io                               *
     yes watch  nodes                                                   *
     yes watch  pods                                                    *
-    # A job's pull secrets are read where the job is, copied into kruise-daemon-config.
+    # A job's pull secrets are read and watched where the job is (a rotated one is copied
+    # again), copied into kruise-daemon-config.
     yes get    secrets                                                 default
+    yes list   secrets                                                 default
+    yes watch  secrets                                                 *
     yes create secrets                                                 kruise-daemon-config
     yes patch  secrets                                                 kruise-daemon-config
     yes delete secrets                                                 kruise-daemon-config
@@ -1528,9 +1531,7 @@ const IMAGEPULLJOB_CHECKS: &str = "
     yes get    secrets/imagepulljob-webhook-ca                         kruise-system
     yes update secrets/imagepulljob-webhook-ca                         kruise-system
     yes patch  validatingwebhookconfigurations/kruise-imagepulljob-validating *
-    # Secrets are listed and watched in kruise-daemon-config only, written nowhere else.
-    no  list   secrets                                                 default
-    no  watch  secrets                                                 *
+    # Secrets are written in kruise-daemon-config only.
     no  create secrets                                                 default
     no  delete secrets                                                 default
     # The NodeImage status: zero counters at creation, tags failed on timeouts.
