@@ -127,17 +127,19 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     })
 }
 
+fn unfinished(job: &ImagePullJob) -> bool {
+    job.status
+        .as_ref()
+        .is_none_or(|s| s.completion_time.is_none())
+}
+
 fn unfinished_jobs(
     jobs: &kube::runtime::reflector::Store<ImagePullJob>,
     pod_selector_only: bool,
 ) -> Vec<ObjectRef<ImagePullJob>> {
     jobs.state()
         .into_iter()
-        .filter(|j| {
-            j.status
-                .as_ref()
-                .is_none_or(|s| s.completion_time.is_none())
-        })
+        .filter(|j| unfinished(j))
         .filter(|j| !pod_selector_only || j.spec.template.pod_selector.is_some())
         .map(|j| ObjectRef::from_obj(j.as_ref()))
         .collect()
@@ -152,11 +154,7 @@ fn jobs_pulling_with(
     jobs.state()
         .into_iter()
         .filter(|j| j.namespace() == ns && j.spec.template.pull_secrets.contains(&name))
-        .filter(|j| {
-            j.status
-                .as_ref()
-                .is_none_or(|s| s.completion_time.is_none())
-        })
+        .filter(|j| unfinished(j))
         .map(|j| ObjectRef::from_obj(j.as_ref()))
         .collect()
 }
