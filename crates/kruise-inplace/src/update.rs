@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kruise_api::appspub::{
     InPlaceUpdateContainerBatch, InPlaceUpdateContainerStatus, InPlaceUpdatePreCheckBeforeNext,
     InPlaceUpdateState, RuntimeContainerMetaSet,
@@ -87,20 +87,128 @@ pub fn container_priorities(pod: &Pod) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// Splits changed containers into the batch to change now (highest priority) and the rest.
-fn first_batch(
+/// One batch of an in-place update, by launch priority (upstream's order): what changes
+/// now and what waits until this batch's containers run updated and ready.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Batch {
+    /// The containers this batch updates (new image, or env reading changed metadata).
+    containers: BTreeSet<String>,
+    /// New images written now.
+    images: BTreeMap<String, String>,
+    next_images: BTreeMap<String, String>,
+    /// Metadata read by the env of containers of later batches: those labels and
+    /// annotations are written only with their batch, so that the node agent does not
+    /// restart those containers early.
+    next_ref_metadata: BTreeMap<String, ObjectMeta>,
+}
+
+impl Batch {
+    fn has_next(&self) -> bool {
+        !self.next_images.is_empty() || !self.next_ref_metadata.is_empty()
+    }
+
+    /// Whether the batch holds back this label (`label`) or annotation key.
+    fn withholds(&self, key: &str, label: bool) -> bool {
+        self.next_ref_metadata.values().any(|m| {
+            let keys = if label { &m.labels } else { &m.annotations };
+            keys.as_ref().is_some_and(|k| k.contains_key(key))
+        })
+    }
+
+    /// The labels (or annotations) of the containers updated now, from their ref metadata.
+    fn ref_metadata_now(
+        &self,
+        ref_metadata: &BTreeMap<String, ObjectMeta>,
+        label: bool,
+    ) -> BTreeMap<String, Option<String>> {
+        ref_metadata
+            .iter()
+            .filter(|(c, _)| self.containers.contains(*c))
+            .flat_map(|(_, m)| if label { &m.labels } else { &m.annotations })
+            .flatten()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect()
+    }
+}
+
+/// Plans the next batch of `images` (container -> new image) and `ref_metadata`
+/// (container -> the changed labels/annotations its env reads): the changed containers of
+/// the highest launch priority, plus every container whose env reads a label or
+/// annotation that a container of the batch changes (it would see the change anyway).
+fn plan_batch(
     pod: &Pod,
-    changed: &BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    images: &BTreeMap<String, String>,
+    ref_metadata: &BTreeMap<String, ObjectMeta>,
+) -> Batch {
     let priorities = container_priorities(pod);
-    let top = changed
-        .keys()
-        .map(|n| priorities.get(n).copied().unwrap_or(0))
-        .max();
-    changed
+    let priority = |n: &String| priorities.get(n).copied().unwrap_or(0);
+    let changed: BTreeSet<&String> = images.keys().chain(ref_metadata.keys()).collect();
+    let top = changed.iter().map(|n| priority(n)).max();
+    let mut containers: BTreeSet<String> = changed
+        .iter()
+        .filter(|n| Some(priority(n)) == top)
+        .map(|n| (*n).clone())
+        .collect();
+    // Containers sharing a changed key with the batch join it, until none is left.
+    let keys_of = |m: &ObjectMeta| -> Vec<(bool, String)> {
+        let labels = m.labels.iter().flatten().map(|(k, _)| (true, k.clone()));
+        let annotations = m
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| (false, k.clone()));
+        labels.chain(annotations).collect()
+    };
+    loop {
+        let touched: BTreeSet<(bool, String)> = ref_metadata
+            .iter()
+            .filter(|(c, _)| containers.contains(*c))
+            .flat_map(|(_, m)| keys_of(m))
+            .collect();
+        let joining: Vec<String> = ref_metadata
+            .iter()
+            .filter(|(c, m)| {
+                !containers.contains(*c) && keys_of(m).iter().any(|k| touched.contains(k))
+            })
+            .map(|(c, _)| c.clone())
+            .collect();
+        if joining.is_empty() {
+            break;
+        }
+        containers.extend(joining);
+    }
+    let (images, next_images) = images
         .iter()
         .map(|(n, i)| (n.clone(), i.clone()))
-        .partition(|(n, _)| Some(priorities.get(n).copied().unwrap_or(0)) == top)
+        .partition(|(n, _)| containers.contains(n));
+    let next_ref_metadata = ref_metadata
+        .iter()
+        .filter(|(c, _)| !containers.contains(*c))
+        .map(|(c, m)| (c.clone(), m.clone()))
+        .collect();
+    Batch {
+        containers,
+        images,
+        next_images,
+        next_ref_metadata,
+    }
+}
+
+/// Records `batch` in the update state: what waits, what must be ready first.
+fn record_batch(state: &mut InPlaceUpdateState, batch: &Batch, now: Timestamp) {
+    state.next_container_images = batch.next_images.clone();
+    state.next_container_ref_metadata = batch.next_ref_metadata.clone();
+    state.pre_check_before_next = batch.has_next().then(|| InPlaceUpdatePreCheckBeforeNext {
+        containers_required_ready: batch.containers.iter().cloned().collect(),
+    });
+    if !batch.containers.is_empty() {
+        state
+            .container_batches_record
+            .push(InPlaceUpdateContainerBatch {
+                timestamp: Time(now),
+                containers: batch.containers.iter().cloned().collect(),
+            });
+    }
 }
 
 fn rfc3339(now: Timestamp) -> String {
@@ -199,10 +307,10 @@ pub fn start_update(
     let status_patch = has_readiness_gate(pod, keys::INPLACE_UPDATE_READY)
         .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
 
-    let (batch, next) = first_batch(pod, &spec.container_images);
+    let batch = plan_batch(pod, &spec.container_images, &spec.container_ref_metadata);
     let mut touched: BTreeSet<String> = spec.container_images.keys().cloned().collect();
     touched.extend(spec.container_ref_metadata.keys().cloned());
-    let state = InPlaceUpdateState {
+    let mut state = InPlaceUpdateState {
         revision: spec.revision.clone(),
         update_timestamp: Time(now),
         last_container_statuses: touched
@@ -219,20 +327,14 @@ pub fn start_update(
         update_env_from_metadata: spec.update_env_from_metadata,
         update_images: !spec.container_images.is_empty(),
         update_resources: false,
-        next_container_images: next.clone(),
+        next_container_images: BTreeMap::new(),
         next_container_ref_metadata: BTreeMap::new(),
-        pre_check_before_next: (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
-            containers_required_ready: batch.keys().cloned().collect(),
-        }),
-        container_batches_record: if spec.grace_seconds > 0 || batch.is_empty() {
-            Vec::new()
-        } else {
-            vec![InPlaceUpdateContainerBatch {
-                timestamp: Time(now),
-                containers: batch.keys().cloned().collect(),
-            }]
-        },
+        pre_check_before_next: None,
+        container_batches_record: Vec::new(),
     };
+    if spec.grace_seconds == 0 {
+        record_batch(&mut state, &batch, now);
+    }
 
     let mut label_changes: BTreeMap<String, Option<String>> = labels
         .iter()
@@ -257,14 +359,18 @@ pub fn start_update(
         )
     } else {
         for (k, v) in &spec.metadata.labels {
-            label_changes.entry(k.clone()).or_insert_with(|| v.clone());
+            if !batch.withholds(k, true) {
+                label_changes.entry(k.clone()).or_insert_with(|| v.clone());
+            }
         }
         for (k, v) in &spec.metadata.annotations {
-            annotation_changes
-                .entry(k.clone())
-                .or_insert_with(|| v.clone());
+            if !batch.withholds(k, false) {
+                annotation_changes
+                    .entry(k.clone())
+                    .or_insert_with(|| v.clone());
+            }
         }
-        (batch, None)
+        (batch.images, None)
     };
     PodWrites {
         status_patch,
@@ -282,10 +388,10 @@ pub fn is_update_completed(pod: &Pod) -> bool {
     let Some(state) = inplace_state(pod) else {
         return true;
     };
-    if !state.next_container_images.is_empty() {
+    if !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty() {
         return false;
     }
-    if state.update_env_from_metadata && !runtime_meta_reports_env(pod) {
+    if state.update_env_from_metadata && !runtime_meta_reports_env(pod, None) {
         return false;
     }
     let spec_images: BTreeMap<&str, &str> = pod
@@ -313,11 +419,12 @@ pub fn is_update_completed(pod: &Pod) -> bool {
 }
 
 /// The node agent's runtime meta (`apps.kruise.io/runtime-containers-meta`) must show
-/// every container running with the env values the Pod's current metadata gives: for each
-/// container of the spec, an entry for the container ID the kubelet reports whose hash of
-/// the env read from metadata is [`crate::envhash::expected_hash`]. A hash recorded for
-/// the container from before the restart, or for an older container ID, does not count.
-fn runtime_meta_reports_env(pod: &Pod) -> bool {
+/// every container (of `only`, when given) running with the env values the Pod's current
+/// metadata gives: for each such container of the spec, an entry for the container ID
+/// the kubelet reports whose hash of the env read from metadata is
+/// [`crate::envhash::expected_hash`]. A hash recorded for the container from before the
+/// restart, or for an older container ID, does not count.
+fn runtime_meta_reports_env(pod: &Pod, only: Option<&[String]>) -> bool {
     let Some(raw) = pod
         .metadata
         .annotations
@@ -333,17 +440,23 @@ fn runtime_meta_reports_env(pod: &Pod) -> bool {
         .status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref());
-    pod.spec.iter().flat_map(|s| s.containers.iter()).all(|c| {
-        let running_id = statuses
-            .and_then(|cs| cs.iter().find(|s| s.name == c.name))
-            .and_then(|s| s.container_id.as_deref());
-        meta.containers.iter().any(|m| {
-            m.name == c.name
-                && running_id.is_some_and(|id| id == m.container_id)
-                && m.hashes.extracted_env_from_metadata_hash
-                    == crate::envhash::expected_hash(c, &pod.metadata)
+    let checked =
+        |c: &&kruise_api::pod::Container| only.is_none_or(|names| names.contains(&c.name));
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter(checked)
+        .all(|c| {
+            let running_id = statuses
+                .and_then(|cs| cs.iter().find(|s| s.name == c.name))
+                .and_then(|s| s.container_id.as_deref());
+            meta.containers.iter().any(|m| {
+                m.name == c.name
+                    && running_id.is_some_and(|id| id == m.container_id)
+                    && m.hashes.extracted_env_from_metadata_hash
+                        == crate::envhash::expected_hash(c, &pod.metadata)
+            })
         })
-    })
 }
 
 /// `nginx` and `nginx:latest` name the same image; digests and registries are compared as written.
@@ -410,17 +523,14 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
                 completed: false,
             };
         }
-        let (batch, next) = first_batch(pod, &parked.container_images);
+        let batch = plan_batch(
+            pod,
+            &parked.container_images,
+            &parked.container_ref_metadata,
+        );
         if let Some(mut state) = state {
-            state.next_container_images = next.clone();
-            state.pre_check_before_next =
-                (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
-                    containers_required_ready: batch.keys().cloned().collect(),
-                });
-            state.container_batches_record = vec![InPlaceUpdateContainerBatch {
-                timestamp: Time(now),
-                containers: batch.keys().cloned().collect(),
-            }];
+            state.container_batches_record.clear();
+            record_batch(&mut state, &batch, now);
             annotations.insert(
                 keys::INPLACE_UPDATE_STATE.into(),
                 Some(serde_json::to_string(&state).expect("state")),
@@ -428,14 +538,18 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
         }
         let mut labels = BTreeMap::new();
         for (k, v) in &parked.metadata.labels {
-            labels.insert(k.clone(), v.clone());
+            if !batch.withholds(k, true) {
+                labels.insert(k.clone(), v.clone());
+            }
         }
         for (k, v) in &parked.metadata.annotations {
-            annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            if !batch.withholds(k, false) {
+                annotations.entry(k.clone()).or_insert_with(|| v.clone());
+            }
         }
         return RefreshAction {
             writes: PodWrites {
-                pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch)),
+                pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch.images)),
                 ..Default::default()
             },
             completed: false,
@@ -443,35 +557,32 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
     }
 
     if let Some(mut state) = inplace_state(pod)
-        && !state.next_container_images.is_empty()
+        && (!state.next_container_images.is_empty()
+            || !state.next_container_ref_metadata.is_empty())
     {
         let required = state
             .pre_check_before_next
             .as_ref()
             .map(|p| p.containers_required_ready.clone())
             .unwrap_or_default();
-        if !containers_ready_with_spec_images(pod, &required) {
+        if !containers_ready_with_spec_images(pod, &required)
+            || (state.update_env_from_metadata && !runtime_meta_reports_env(pod, Some(&required)))
+        {
             return RefreshAction::default();
         }
-        let remaining = std::mem::take(&mut state.next_container_images);
-        let (batch, next) = first_batch(pod, &remaining);
-        state.next_container_images = next.clone();
-        state.pre_check_before_next = (!next.is_empty()).then(|| InPlaceUpdatePreCheckBeforeNext {
-            containers_required_ready: batch.keys().cloned().collect(),
-        });
-        state
-            .container_batches_record
-            .push(InPlaceUpdateContainerBatch {
-                timestamp: Time(now),
-                containers: batch.keys().cloned().collect(),
-            });
-        let annotations = BTreeMap::from([(
+        let images = std::mem::take(&mut state.next_container_images);
+        let ref_metadata = std::mem::take(&mut state.next_container_ref_metadata);
+        let batch = plan_batch(pod, &images, &ref_metadata);
+        record_batch(&mut state, &batch, now);
+        let labels = batch.ref_metadata_now(&ref_metadata, true);
+        let mut annotations = batch.ref_metadata_now(&ref_metadata, false);
+        annotations.insert(
             keys::INPLACE_UPDATE_STATE.to_string(),
             Some(serde_json::to_string(&state).expect("state")),
-        )]);
+        );
         return RefreshAction {
             writes: PodWrites {
-                pod_patch: Some(pod_patch(pod, &BTreeMap::new(), &annotations, &batch)),
+                pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch.images)),
                 ..Default::default()
             },
             completed: false,
@@ -905,5 +1016,186 @@ mod tests {
         // The running container started with the new value: done.
         set_meta(&mut p, "containerd://new", "v2");
         assert!(is_update_completed(&p));
+    }
+
+    /// A Pod of two containers by launch priority, `first` above `second`: `env_reader`'s
+    /// env reads the annotation `config`; the update changes `config` and the other's image.
+    fn pod_with_priorities(first: &str, second: &str, env_reader: &str) -> Pod {
+        let mut p = pod(&[("nginx", "nginx:1"), ("redis", "redis:1")]);
+        for c in &mut p.spec.as_mut().unwrap().containers {
+            let priority = if c.name == first { "10" } else { "0" };
+            let mut env = vec![json!({"name": keys::KRUISE_CONTAINER_PRIORITY, "value": priority})];
+            if c.name == env_reader {
+                env.push(json!({"name": "CONFIG", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['config']"}}}));
+            }
+            c.env = Some(serde_json::from_value(json!(env)).unwrap());
+        }
+        assert_ne!(first, second);
+        p.metadata.annotations = Some([("config".to_string(), "foo".to_string())].into());
+        p
+    }
+
+    fn env_and_image_spec(env_reader: &str, image_of: &str) -> UpdateSpec {
+        let mut s = spec(&[(image_of, &format!("{image_of}:2"))], 0);
+        s.metadata
+            .annotations
+            .insert("config".into(), Some("bar".into()));
+        s.container_ref_metadata.insert(
+            env_reader.into(),
+            ObjectMeta {
+                annotations: Some([("config".to_string(), "bar".to_string())].into()),
+                ..Default::default()
+            },
+        );
+        s.update_env_from_metadata = true;
+        s
+    }
+
+    /// What the node agent records once it has restarted every container for the Pod's
+    /// current metadata: each running container with its expected env hash.
+    fn agent_restarts_for_env(p: &mut Pod, restarted: &str) {
+        use kruise_api::appspub::{RuntimeContainerHashes, RuntimeContainerMeta};
+        let spec = p.spec.clone().unwrap();
+        let statuses = p
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap();
+        for cs in statuses.iter_mut() {
+            if cs.name == restarted {
+                cs.restart_count += 1;
+            }
+            cs.container_id = Some(format!("containerd://{}-{}", cs.name, cs.restart_count));
+        }
+        let containers = spec
+            .containers
+            .iter()
+            .map(|c| RuntimeContainerMeta {
+                name: c.name.clone(),
+                container_id: statuses
+                    .iter()
+                    .find(|s| s.name == c.name)
+                    .unwrap()
+                    .container_id
+                    .clone()
+                    .unwrap(),
+                restart_count: 0,
+                hashes: RuntimeContainerHashes {
+                    extracted_env_from_metadata_hash: crate::envhash::expected_hash(c, &p.metadata),
+                    ..Default::default()
+                },
+            })
+            .collect();
+        let meta = serde_json::to_string(&RuntimeContainerMetaSet { containers }).unwrap();
+        p.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(keys::RUNTIME_CONTAINERS_META.into(), meta);
+    }
+
+    fn batches(p: &Pod) -> Vec<Vec<String>> {
+        inplace_state(p)
+            .unwrap()
+            .container_batches_record
+            .into_iter()
+            .map(|b| b.containers)
+            .collect()
+    }
+
+    #[test]
+    fn a_container_restarted_for_its_env_goes_first_when_it_has_the_higher_priority() {
+        // Upstream's "in-place update two container image and env from metadata with
+        // priorities": redis (priority 10) reads `config`; nginx's image changes.
+        let mut p = pod_with_priorities("redis", "nginx", "redis");
+        let w = start_update(
+            &p,
+            &env_and_image_spec("redis", "nginx"),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        let patch = w.pod_patch.clone().unwrap();
+        assert_eq!(patch["metadata"]["annotations"]["config"], "bar");
+        assert!(
+            patch.get("spec").is_none(),
+            "nginx's image waits for redis: {patch}"
+        );
+        apply(&mut p, &w);
+        assert_eq!(batches(&p), [["redis"]]);
+        assert_eq!(
+            inplace_state(&p).unwrap().next_container_images,
+            BTreeMap::from([("nginx".to_string(), "nginx:2".to_string())])
+        );
+        // redis not restarted yet (no runtime meta for the new value): nginx waits.
+        assert!(refresh(&p, None, t(1)).writes.pod_patch.is_none());
+        agent_restarts_for_env(&mut p, "redis");
+        let r = refresh(&p, None, t(12));
+        assert_eq!(
+            r.writes.pod_patch.as_ref().unwrap()["spec"]["containers"][0]["name"],
+            "nginx"
+        );
+        apply(&mut p, &r.writes);
+        assert_eq!(batches(&p), [["redis"], ["nginx"]]);
+        assert!(!is_update_completed(&p));
+        kubelet(&mut p);
+        agent_restarts_for_env(&mut p, "");
+        assert!(is_update_completed(&p));
+    }
+
+    #[test]
+    fn the_metadata_a_later_batch_reads_is_written_with_that_batch() {
+        // nginx (priority 10) gets a new image; redis, below it, reads `config`: the new
+        // `config` would have the agent restart redis at once, so it waits for nginx.
+        let mut p = pod_with_priorities("nginx", "redis", "redis");
+        let w = start_update(
+            &p,
+            &env_and_image_spec("redis", "nginx"),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            t(0),
+        );
+        let patch = w.pod_patch.clone().unwrap();
+        assert_eq!(patch["spec"]["containers"][0]["name"], "nginx");
+        assert!(
+            patch["metadata"]["annotations"].get("config").is_none(),
+            "{patch}"
+        );
+        apply(&mut p, &w);
+        assert_eq!(batches(&p), [["nginx"]]);
+        assert!(!is_update_completed(&p));
+        assert!(refresh(&p, None, t(1)).writes.pod_patch.is_none());
+        kubelet(&mut p);
+        agent_restarts_for_env(&mut p, "");
+        let r = refresh(&p, None, t(2));
+        let patch = r.writes.pod_patch.clone().unwrap();
+        assert_eq!(patch["metadata"]["annotations"]["config"], "bar");
+        assert!(patch.get("spec").is_none());
+        apply(&mut p, &r.writes);
+        assert_eq!(batches(&p), [["nginx"], ["redis"]]);
+        assert!(
+            !is_update_completed(&p),
+            "redis still runs with the old value"
+        );
+        agent_restarts_for_env(&mut p, "redis");
+        assert!(is_update_completed(&p));
+    }
+
+    #[test]
+    fn containers_reading_a_changed_key_join_the_batch_that_changes_it() {
+        let mut p = pod_with_priorities("nginx", "redis", "redis");
+        // nginx reads `config` too: both restart in the first batch.
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        c.env.as_mut().unwrap().push(serde_json::from_value(json!({"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['config']"}}})).unwrap());
+        let mut s = env_and_image_spec("redis", "nginx");
+        s.container_ref_metadata
+            .insert("nginx".into(), s.container_ref_metadata["redis"].clone());
+        let batch = plan_batch(&p, &s.container_images, &s.container_ref_metadata);
+        assert_eq!(
+            batch.containers,
+            BTreeSet::from(["nginx".to_string(), "redis".to_string()])
+        );
+        assert!(!batch.has_next());
     }
 }
