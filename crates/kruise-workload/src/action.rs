@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::Pod as NewPod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_api::pod::Pod;
 use kruise_inplace::PodWrites;
 use kruise_lifecycle::Transition;
@@ -41,8 +42,15 @@ pub enum Action<'a> {
     /// Continue an in-place update or fix a condition/label.
     Refresh { pod: &'a Pod, writes: PodWrites },
     /// Release a Pod whose labels stopped matching the selector: remove the owner's
-    /// ownerReference (orphans are never adopted back).
+    /// ownerReference.
     Release { pod: &'a Pod },
+    /// Adopt an orphan (a Pod without a controller) that matches the selector: add
+    /// `controller` to its ownerReferences (Advanced StatefulSet, spec 4.1.1; CloneSet
+    /// never adopts).
+    Adopt {
+        pod: &'a Pod,
+        controller: OwnerReference,
+    },
     /// Create a PVC that the Pod named `pod` needs and that is missing (an existing one
     /// is reused).
     CreatePvc {
@@ -70,6 +78,7 @@ impl Action<'_> {
             Action::UpdateInPlace { .. } => "inplace",
             Action::Refresh { .. } => "refresh",
             Action::Release { .. } => "release",
+            Action::Adopt { .. } => "adopt",
             Action::CreatePvc { .. } => "create-pvc",
             Action::PatchPvc { .. } => "patch-pvc",
             Action::DeletePvc { .. } => "delete-pvc",
@@ -88,7 +97,8 @@ impl Action<'_> {
             | Action::MarkRecreate { pod, .. }
             | Action::UpdateInPlace { pod, .. }
             | Action::Refresh { pod, .. }
-            | Action::Release { pod } => name(&pod.metadata),
+            | Action::Release { pod }
+            | Action::Adopt { pod, .. } => name(&pod.metadata),
             Action::CreatePvc { pvc, .. } => name(&pvc.metadata),
             Action::PatchPvc { pvc, .. } | Action::DeletePvc { pvc } => name(&pvc.metadata),
         }

@@ -445,6 +445,20 @@ impl Writer {
                     .await?;
                 Ok(())
             }
+            Action::Adopt { pod, controller } => {
+                // The resourceVersion guard: a Pod that changed meanwhile (another
+                // controller took it) is looked at again next round.
+                let mut owners = pod.owner_references().to_vec();
+                owners.push(controller);
+                let patch = json!({"metadata": {
+                    "resourceVersion": pod.resource_version(),
+                    "ownerReferences": owners,
+                }});
+                self.control
+                    .patch_pod(pod, &patch, PatchKind::Merge)
+                    .await?;
+                Ok(())
+            }
             Action::CreatePvc { pvc, pod } => self.create_pvc(owner, uid, &pod, &pvc).await,
             Action::PatchPvc { pvc, patch } => {
                 if let Some(rv) = self.control.patch_pvc(owner, pvc, &patch).await? {

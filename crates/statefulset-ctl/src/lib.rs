@@ -19,6 +19,7 @@ use kruise_api::pod::Pod;
 use kruise_runtime::cache::prune;
 use kruise_runtime::{Cache, Reconciler, Runtime, gates};
 use kruise_workload::{PodControl, Writer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 pub use crate::events::{CONTROLLER_NAME, IDENTITY};
@@ -85,6 +86,27 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     })
 }
 
+/// The StatefulSet an orphan Pod (no controller) is named for: `<set>-<ordinal>` in its
+/// namespace. The set decides whether to adopt it ([`plan::ordinals::orphans_to_adopt`]).
+fn set_named_by(pod: &Pod) -> Option<ObjectRef<StatefulSet>> {
+    let meta = &pod.metadata;
+    if meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true))
+    {
+        return None;
+    }
+    let (set, ordinal) = meta.name.as_deref()?.rsplit_once('-')?;
+    // A set's name is a DNS label: it cannot be empty or end with '-'.
+    if set.is_empty() || set.ends_with('-') {
+        return None;
+    }
+    plan::ordinals::ordinal_of(set, &format!("{set}-{ordinal}"))?;
+    Some(ObjectRef::new(set).within(meta.namespace.as_deref()?))
+}
+
 /// Runs until shutdown: every replica keeps its caches warm and serves admission; only
 /// the lease holder reconciles, a StatefulSet whenever it or one of its Pods changes.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
@@ -94,10 +116,57 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
         ctx.options.auto_resize_pvc.then(|| runtime.client.clone()),
     );
     let (r, sets, pods) = (&ctx.reconciler, &ctx.sets, &ctx.pods);
-    let controller =
-        |workers| r.run_controller(sets, pods, workers, ctx.clone(), reconcile::reconcile);
+    let controller = |workers| {
+        // A Pod triggers its controller; an orphan, the set it is named for (adoption).
+        let owner_of = r.owner_of::<StatefulSet, Pod>();
+        let triggers = move |pod: Arc<Pod>| {
+            let orphan_of = set_named_by(&pod);
+            owner_of(pod).or(orphan_of)
+        };
+        let controller = r
+            .controller(sets, workers)
+            .watches_shared_stream(pods.subscribe(), triggers);
+        r.run_with(controller, ctx.clone(), reconcile::reconcile)
+    };
     runtime
         .serve_with_webhooks(routes, webhook::configurations, controller)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn pod(name: &str, controlled: bool) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("ns".into());
+        if controlled {
+            p.metadata.owner_references = Some(vec![OwnerReference {
+                controller: Some(true),
+                ..Default::default()
+            }]);
+        }
+        p
+    }
+
+    #[test]
+    fn an_orphan_triggers_the_set_it_is_named_for() {
+        let set = |name: &str, controlled| set_named_by(&pod(name, controlled));
+        assert_eq!(
+            set("web-0", false),
+            Some(ObjectRef::new("web").within("ns"))
+        );
+        assert_eq!(
+            set("my-web-12", false),
+            Some(ObjectRef::new("my-web").within("ns"))
+        );
+        // Owned Pods go to their controller; other names to nobody.
+        assert_eq!(set("web-0", true), None);
+        for name in ["web", "web-01", "web-x", "web--1"] {
+            assert_eq!(set(name, false), None, "{name}");
+        }
+    }
 }

@@ -14,14 +14,20 @@ use kruise_workload::revision::revision_data;
 use kruise_workload::{Action as WorkloadAction, min_duration};
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::Context;
 use crate::error::{Error, Result};
 use crate::events::{self, CONTROLLER_NAME};
+use crate::plan::ordinals::{live_ordinals, orphans_to_adopt, pod_name_for};
+use crate::plan::pods::controller_reference;
 use crate::plan::predownload::plan_predownload;
 use crate::plan::status::{PhaseErrors, compute_status};
 use crate::plan::{World, plan};
+
+/// When to look again after adopting orphans, should their update events not arrive.
+const ADOPTED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs inside `Reconciler::run` (span, metrics, backoff).
 pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -52,6 +58,28 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
             .map(|pod| WorkloadAction::Release { pod })
             .collect();
         ctx.writer.execute(&owner, &uid, releases).await?;
+    }
+    // Orphans named for a live ordinal are adopted first; the next round (the Pods'
+    // update events) plans with them, instead of creating Pods that already exist.
+    let named: Vec<Arc<Pod>> = live_ordinals(sts, &ctx.options)
+        .into_iter()
+        .filter_map(|i| {
+            let name = pod_name_for(&sts.name_any(), i);
+            ctx.pods.store().get(&ObjectRef::new(&name).within(&ns))
+        })
+        .collect();
+    let orphans = orphans_to_adopt(sts, &ctx.options, named.iter().map(AsRef::as_ref));
+    if !orphans.is_empty() {
+        let controller = controller_reference(sts);
+        let adoptions = orphans
+            .into_iter()
+            .map(|pod| WorkloadAction::Adopt {
+                pod,
+                controller: controller.clone(),
+            })
+            .collect();
+        ctx.writer.execute(&owner, &uid, adoptions).await?;
+        return Ok(Action::requeue(ADOPTED_RECHECK));
     }
     let claims = claims_of(ctx, sts, &ns);
 
@@ -102,6 +130,11 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         errors.update = Some(events::failed_update_condition(&planned.errors.join("; ")));
     }
     let executed = ctx.writer.carry_out(&owner, &uid, planned).await;
+    if let Err(kube::Error::Api(e)) = &executed
+        && e.reason == "AlreadyExists"
+    {
+        release_uncached(ctx, sts, &ns, &uid, &world.pods).await?;
+    }
     if let Err(e) = &executed {
         let message = e.to_string();
         if creates {
@@ -141,6 +174,56 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
     history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;
     let held = executed?.requeue_after();
     Ok(min_duration(requeue, held).map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The Pod cache selects Pods by their identity label, so a Pod of ours whose labels were
+/// removed leaves it while keeping its name, and creating it again fails with
+/// AlreadyExists. Then each live ordinal the set has no Pod for is read from the API
+/// (one GET each, on that error only), and a Pod we control that no longer matches the
+/// selector is released, as one still in the cache would have been.
+async fn release_uncached(
+    ctx: &Context,
+    sts: &StatefulSet,
+    ns: &str,
+    uid: &str,
+    pods: &[&Pod],
+) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    let set = sts.name_any();
+    let mut stray = Vec::new();
+    for ordinal in live_ordinals(sts, &ctx.options) {
+        let name = pod_name_for(&set, ordinal);
+        if pods
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(&name))
+        {
+            continue;
+        }
+        let Some(pod) = api.get_opt(&name).await? else {
+            continue;
+        };
+        let ours = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.uid == uid);
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        if ours && !kruise_ordering::selector::matches(&sts.spec.selector, &labels).unwrap_or(false)
+        {
+            stray.push(pod);
+        }
+    }
+    if !stray.is_empty() {
+        let releases = stray
+            .iter()
+            .map(|pod| WorkloadAction::Release { pod })
+            .collect();
+        ctx.writer
+            .execute(&sts.object_ref(&()), uid, releases)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The claims of the set's templates in its namespace: `<template>-<set>-<ordinal>`.

@@ -33,6 +33,39 @@ pub fn ordinal_of(set: &str, pod: &str) -> Option<i32> {
     (ordinal >= 0 && pod_name_for(set, ordinal) == pod).then_some(ordinal)
 }
 
+/// Spec 4.1.1: the orphans among `candidates` the set adopts: Pods named for one of its
+/// live ordinals, in its namespace, matching its selector, with no controller and not
+/// being deleted (a Pod whose ownerReference was removed, or one created before the
+/// set). A Pod another controller owns is left alone.
+pub fn orphans_to_adopt<'a>(
+    sts: &StatefulSet,
+    options: &Options,
+    candidates: impl IntoIterator<Item = &'a Pod>,
+) -> Vec<&'a Pod> {
+    let set = sts.metadata.name.as_deref().unwrap_or_default();
+    let live = live_ordinals(sts, options);
+    candidates
+        .into_iter()
+        .filter(|p| p.metadata.namespace == sts.metadata.namespace)
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            !p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true))
+        })
+        .filter(|p| {
+            ordinal_of(set, p.metadata.name.as_deref().unwrap_or_default())
+                .is_some_and(|o| live.contains(&o))
+        })
+        .filter(|p| {
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            kruise_ordering::selector::matches(&sts.spec.selector, &labels).unwrap_or(false)
+        })
+        .collect()
+}
+
 /// One live ordinal and its Pod, if it exists.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot<'a> {
@@ -107,8 +140,48 @@ impl<'a> Replicas<'a> {
 mod tests {
     use super::super::fixtures::*;
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use kruise_api::apps_v1beta1::StatefulSetOrdinals;
+
+    #[test]
+    fn only_matching_orphans_named_for_a_live_ordinal_are_adopted() {
+        let mut f = Fixture::new(3);
+        f.add_pods(&[0, 1, 2, 3], Rev::Update, Ready::Yes);
+        for p in &mut f.pods {
+            p.metadata.owner_references = None;
+        }
+        let name = |p: &Pod| p.metadata.name.clone().unwrap();
+        let adopted: Vec<String> = orphans_to_adopt(&f.sts, &f.options, &f.pods)
+            .into_iter()
+            .map(name)
+            .collect();
+        // web-3 is not a live ordinal of 3 replicas.
+        assert_eq!(adopted, ["web-0", "web-1", "web-2"]);
+
+        // Owned by another controller; not matching the selector; being deleted; in
+        // another namespace: none is adopted.
+        f.pods[0].metadata.owner_references = Some(vec![OwnerReference {
+            controller: Some(true),
+            uid: "other".into(),
+            ..Default::default()
+        }]);
+        f.pods[1].metadata.labels = Some([("app".to_string(), "other".to_string())].into());
+        f.pods[2].metadata.deletion_timestamp = Some(Time(f.now));
+        assert!(orphans_to_adopt(&f.sts, &f.options, &f.pods).is_empty());
+        let mut elsewhere = f.pod(0, Rev::Update, Ready::Yes);
+        elsewhere.metadata.owner_references = None;
+        elsewhere.metadata.namespace = Some("other".into());
+        assert!(orphans_to_adopt(&f.sts, &f.options, [&elsewhere]).is_empty());
+        // An owner that is not the controller does not make it owned.
+        let mut shared = f.pod(1, Rev::Update, Ready::Yes);
+        shared.metadata.owner_references = Some(vec![OwnerReference {
+            controller: None,
+            uid: "gc-only".into(),
+            ..Default::default()
+        }]);
+        assert_eq!(orphans_to_adopt(&f.sts, &f.options, [&shared]).len(), 1);
+    }
 
     #[test]
     fn ordinals_parse_only_the_canonical_name() {
