@@ -23,12 +23,19 @@
 #   StatefulSet, which select both API versions' specs), one spec at a time, fixed seed;
 #   specs listed in skips.txt are skipped (`--ginkgo.skip`, anchored on the full text
 #   "Kruise e2e suite <texts>"), each with its written reason.
+# - the specs of real-node.txt need a real kubelet and container runtime (exec, probes,
+#   PostStart hooks, crashing containers, kruise-daemon): they are skipped on the kwok
+#   nodes and, when the cluster has the real node real-0 (`make up-real`), run in a
+#   second pass of the suite on real-0 alone (every kwok node tainted, real-0 untainted,
+#   the stand-in images of stand-in-images.sh in its registry); without real-0 the
+#   summary lists them as skipped with what they need. An entry belongs to the suite whose
+#   Ginkgo label its text starts with (CloneSet, StatefulSet, ...).
 # - the suite reads only $KUBECONFIG (its --kubeconfig flag is ignored) and looks for the
 #   kruise-configuration ConfigMap and ControllerRevisions in $POD_NAMESPACE (kruise-system).
 #
 # Output under target/conformance/: <suite>.log (Ginkgo's console output), <suite>.json
-# (Ginkgo's report: every spec's timeline), <suite>.junit.xml (the suite's specs only,
-# skipped ones with their reason) and summary.md: the table (suite, specs, run, passed,
+# (Ginkgo's report: every spec's timeline; <suite>.real-node.json for the pass on real-0),
+# <suite>.junit.xml (the suite's specs only, skipped ones with their reason) and summary.md: the table (suite, specs, run, passed,
 # failed, skipped) with skip reasons and every failure (spec, assertion file:line, message).
 # Exit status 1 when a spec failed. Not part of `make test`: statefulset takes about 5
 # minutes, cloneset 12, sidecarset 15 (on 2 cores).
@@ -188,7 +195,7 @@ suite_setup() {
 # - containerrecreaterequest, imagepulljob, imagelistpulljob (kruise-daemon's suites): only
 #   real-0 has a node agent, so the specs must see real-0 only. The stand-ins for the
 #   images they use are pushed to real-0's registry and pulls of registry.k8s.io go there
-#   (daemon-images.sh). ContainerRecreateRequest: its CloneSets' Pods must land on real-0,
+#   (stand-in-images.sh). ContainerRecreateRequest: its CloneSets' Pods must land on real-0,
 #   so real-0 loses its node.kruise.io/real taint for the suite and every kwok node gets
 #   $no_agent_taint instead. The pull suites count the cluster's Nodes (Desired and
 #   Succeeded = number of Nodes, every Node with its NodeImage), so the kwok Nodes are
@@ -200,20 +207,21 @@ no_agent_taint=node.kruise.io/no-daemon-agent=true:NoSchedule
 untainted_real=false
 saved_kwok_nodes=
 no_agent_nodes=()
+pods_only_on_real_node() { # what for
+  mapfile -t no_agent_nodes < <(kc get nodes -l type=kwok -o name | sed 's|^node/||')
+  log "$1: Pods only on $real_node (untainted; kwok nodes tainted $no_agent_taint)"
+  [ ${#no_agent_nodes[@]} -eq 0 ] || kc taint nodes "${no_agent_nodes[@]}" "$no_agent_taint" --overwrite >/dev/null
+  kc taint nodes "$real_node" "${real_taint%%=*}:NoSchedule-" >/dev/null 2>&1 || true
+  untainted_real=true
+}
 daemon_setup() {
   if [ ! -f "$state/run/real-node" ]; then
     log "suite $1: no real node here; its specs will fail (KRUISE_REAL_NODE=1 tests/cluster/cluster.sh down/up)"
     return 0
   fi
-  "$here/daemon-images.sh"
+  "$here/stand-in-images.sh"
   case $1 in
-    containerrecreaterequest)
-      mapfile -t no_agent_nodes < <(kc get nodes -l type=kwok -o name | sed 's|^node/||')
-      log "suite $1: Pods only on $real_node (untainted; kwok nodes tainted $no_agent_taint)"
-      [ ${#no_agent_nodes[@]} -eq 0 ] || kc taint nodes "${no_agent_nodes[@]}" "$no_agent_taint" --overwrite >/dev/null
-      kc taint nodes "$real_node" "${real_taint%%=*}:NoSchedule-" >/dev/null 2>&1 || true
-      untainted_real=true
-      ;;
+    containerrecreaterequest) pods_only_on_real_node "suite $1" ;;
     imagepulljob | imagelistpulljob)
       saved_kwok_nodes=$(mktemp)
       kc get nodes -l type=kwok -o json | python3 -c '
@@ -259,30 +267,47 @@ suite_teardown() {
 }
 trap 'suite_teardown; restore' EXIT
 
-skip_re=$("$report" skip-regex "$here/skips.txt")
+real_list=$here/real-node.txt
+skip_re=$("$report" regex "$here/skips.txt" "$real_list")
+only_skips_re=$("$report" regex "$here/skips.txt")
+suite_run() { # json-report focus-regex
+  # The binary exits non-zero when a spec fails; the summary below says which.
+  (cd "$out" && KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
+    "$bin" -test.timeout=0 \
+    --ginkgo.label-filter="$label" \
+    ${3:+--ginkgo.skip="$3"} \
+    ${2:+--ginkgo.focus="$2"} \
+    --ginkgo.seed=1 --ginkgo.no-color --ginkgo.silence-skips --ginkgo.timeout=6h \
+    --ginkgo.json-report="$1") 2>&1 || true
+}
 mkdir -p "$out"
 filters=()
 for s in "${suites[@]}"; do
   label=$(label_of "$s")
   filters+=("$s=$label")
-  rm -f "$out/$s.json" "$out/$s.junit.xml"
+  rm -f "$out/$s.json" "$out/$s.real-node.json" "$out/$s.junit.xml"
   log "suite $s: --ginkgo.label-filter=$label; console output in $out/$s.log"
   suite_setup "$s"
   start=$SECONDS
-  # The binary exits non-zero when a spec fails; the summary below says which.
-  (cd "$out" && KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
-    "$bin" -test.timeout=0 \
-    --ginkgo.label-filter="$label" \
-    ${skip_re:+--ginkgo.skip="$skip_re"} \
-    ${FOCUS:+--ginkgo.focus="$FOCUS"} \
-    --ginkgo.seed=1 --ginkgo.no-color --ginkgo.silence-skips --ginkgo.timeout=6h \
-    --ginkgo.json-report="$out/$s.json") 2>&1 | tee "$out/$s.log" || true
+  suite_run "$out/$s.json" "${FOCUS:-}" "$skip_re" | tee "$out/$s.log"
   log "suite $s took $((SECONDS - start))s"
   suite_teardown
+  # The suite's specs of real-node.txt (and of FOCUS), on real-0 alone.
+  real_re=$("$report" regex -match "^Kruise e2e suite $label " ${FOCUS:+-match "$FOCUS"} "$real_list")
+  if [ -n "$real_re" ] && [ -f "$state/run/real-node" ]; then
+    "$here/stand-in-images.sh"
+    pods_only_on_real_node "suite $s, the specs of real-node.txt"
+    start=$SECONDS
+    suite_run "$out/$s.real-node.json" "$real_re" "$only_skips_re" | tee -a "$out/$s.log"
+    log "suite $s on $real_node took $((SECONDS - start))s"
+    suite_teardown
+  elif [ -n "$real_re" ]; then
+    log "suite $s: no real node here, so the specs of real-node.txt are not run (make up-real)"
+  fi
 done
 
 set +e
-"$report" summarize -skips "$here/skips.txt" -dir "$out" "${filters[@]}" | tee "$out/summary.md"
+"$report" summarize -skips "$here/skips.txt" -real-node "$real_list" -dir "$out" "${filters[@]}" | tee "$out/summary.md"
 status=${PIPESTATUS[0]}
 log "summary in $out/summary.md, JUnit in $out/<suite>.junit.xml"
 exit "$status"

@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
-# Stand-ins for the images OpenKruise's daemon suites use (containerrecreaterequest,
-# imagepulljob, imagelistpulljob), for a machine that reaches neither registry.k8s.io nor
-# Docker Hub: Kubernetes' e2e images (k8s.io/kubernetes v1.32 test/utils/image, as the
-# suite's common.WebserverImage, AgnhostImage, NginxImage, ... name them) built from
-# Debian's static busybox, pushed to the real node's registry (tests/cluster/node.sh)
+# Stand-ins for the images OpenKruise's e2e specs run on the real node real-0 (the
+# kruise-daemon suites, the specs of real-node.txt), for a machine that reaches neither
+# registry.k8s.io nor Docker Hub: Kubernetes' e2e images (k8s.io/kubernetes v1.32
+# test/utils/image, as the suite's common.WebserverImage, AgnhostImage, NginxImage,
+# RedisImage, ... name them) and docker.io/library/nginx:alpine and :mainline-alpine, built
+# from Debian's static busybox, pushed to the real node's registry (tests/cluster/node.sh)
 # under the same repository paths, and a containerd mirror on real-0 (certs.d hosts.toml)
-# that sends pulls of registry.k8s.io there.
+# that sends pulls of registry.k8s.io and docker.io there.
 #
-#   tests/conformance/daemon-images.sh          (run.sh calls it for those suites)
+#   tests/conformance/stand-in-images.sh          (run.sh calls it before a pass on real-0)
 #
-# Every stand-in is busybox: `sh` waiting for TERM as its command (agnhost's default
-# `pause`, an httpd or nginx that keeps running), `sleep` in PATH (the suites' hooks exec
-# `sleep 5` / `sleep 8`); a label with its name and tag gives each its own image ID.
-# The pull jobs only pull them; the CRR specs run them without probes, so nothing serves.
+# Each stand-in does what the specs rely on of the real image, with busybox's applets in
+# /bin (`sleep`, `test`, `dd`, `mv`, `hostname`, ... for the specs' exec commands and hooks):
+#   httpd, nginx   serve their document root over HTTP on port 80 (busybox httpd), with
+#                  the index.html the specs' readiness probes GET and move away and back
+#                  (/usr/local/apache2/htdocs, /usr/share/nginx/html)
+#   busybox        `sh` as the command, which exits at once without a terminal, as the
+#                  real image does (a spec makes a container crash with it)
+#   agnhost, redis keep running until TERM (agnhost's default `pause`; nothing talks to redis)
+# A label with its name and tag gives each its own image ID, except nginx:mainline-alpine,
+# which is nginx:alpine's manifest under a second tag, as Docker Hub serves both tags with
+# one digest ("in-place update images with the same imageID").
 #
 # Idempotent and cached: an image already in the registry is left alone; built ones are
 # kept as OCI archives in $KRUISE_CACHE/e2e-images-<hash of this script and busybox> (default
@@ -25,67 +33,99 @@ state=${KRUISE_LOCAL_DIR:-$root/.local}
 node=$state/node
 cache_root=${KRUISE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kruise-rs}
 
-log() { echo "daemon-images: $*" >&2; }
+log() { echo "stand-in-images: $*" >&2; }
 
 [ -f "$state/run/real-node" ] || { log "no real node in $state (KRUISE_REAL_NODE=1 tests/cluster/cluster.sh up)"; exit 1; }
 registry=$("$root/tests/cluster/node.sh" env | sed -n 's/^KRUISE_REGISTRY=//p')
 
-# registry.k8s.io/e2e-test-images/<name>:<tag> (k8s.io/kubernetes v1.32.10
-# test/utils/image/manifest.go: Httpd, HttpdNew, Nginx, NginxNew, BusyBox, Agnhost).
+# <repository>:<tag> <kind>: registry.k8s.io/e2e-test-images/... (k8s.io/kubernetes v1.32.10
+# test/utils/image/manifest.go: Httpd, HttpdNew, Nginx, NginxNew, BusyBox, Agnhost, Redis)
+# and docker.io/library/nginx (the CloneSet specs' imageConfig.SetRegistry("docker.io/library")).
 images=(
-  e2e-test-images/httpd:2.4.38-4
-  e2e-test-images/httpd:2.4.39-4
-  e2e-test-images/nginx:1.14-4
-  e2e-test-images/nginx:1.15-4
-  e2e-test-images/busybox:1.36.1-1
-  e2e-test-images/agnhost:2.53
+  "e2e-test-images/httpd:2.4.38-4 httpd"
+  "e2e-test-images/httpd:2.4.39-4 httpd"
+  "e2e-test-images/nginx:1.14-4 nginx"
+  "e2e-test-images/nginx:1.15-4 nginx"
+  "e2e-test-images/busybox:1.36.1-1 busybox"
+  "e2e-test-images/agnhost:2.53 pause"
+  "e2e-test-images/redis:5.0.5-3 pause"
+  "library/nginx:alpine nginx"
+)
+# <repository>:<tag> served with the manifest of another: same digest, same image ID.
+aliases=(
+  "library/nginx:mainline-alpine library/nginx:alpine"
 )
 # The registries whose pulls go to the local one.
-mirrored=(registry.k8s.io)
+mirrored=(registry.k8s.io docker.io)
 
 stamp=$({ cat "${BASH_SOURCE[0]}"; sha256sum /usr/bin/busybox; } | sha256sum | cut -c1-12)
 cache=$cache_root/e2e-images-$stamp
 buildah_() { buildah --storage-driver vfs --root "$node/buildah/root" --runroot "$node/buildah/run" "$@"; }
 
+accept=(-H 'Accept: application/vnd.oci.image.manifest.v1+json'
+  -H 'Accept: application/vnd.docker.distribution.manifest.v2+json')
 has_image() { # repo tag
-  curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' "http://$registry/v2/$1/manifests/$2"
+  curl -sf -o /dev/null "${accept[@]}" "http://$registry/v2/$1/manifests/$2"
 }
 
-build() { # repo tag archive
-  local ctx=$node/buildah/e2e-ctx
-  if [ ! -d "$ctx/bin" ]; then
-    mkdir -p "$ctx/bin"
-    cp /usr/bin/busybox "$ctx/bin/busybox"
-    for applet in $(/usr/bin/busybox --list); do
-      [ "$applet" = busybox ] || ln -sf busybox "$ctx/bin/$applet"
-    done
-  fi
+build() { # repo tag kind archive
+  local ctx=$node/buildah/e2e-ctx-$3 cmd docroot
+  rm -rf "$ctx"
+  mkdir -p "$ctx/bin" "$ctx/root/tmp"
+  cp /usr/bin/busybox "$ctx/bin/busybox"
+  for applet in $(/usr/bin/busybox --list); do
+    [ "$applet" = busybox ] || ln -sf busybox "$ctx/bin/$applet"
+  done
+  case $3 in
+    httpd | nginx)
+      docroot=/usr/local/apache2/htdocs
+      [ "$3" = nginx ] && docroot=/usr/share/nginx/html
+      mkdir -p "$ctx/root$docroot"
+      echo "<html><body><h1>It works!</h1></body></html>" >"$ctx/root$docroot/index.html"
+      cmd="[\"sh\", \"-c\", \"trap 'exit 0' TERM; httpd -f -p 80 -h $docroot & wait\"]"
+      ;;
+    busybox) cmd='["sh"]' ;;
+    pause) cmd="[\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 2147483647 & wait\"]" ;;
+    *) log "unknown kind $3"; exit 1 ;;
+  esac
   cat >"$ctx/Containerfile" <<EOF
 FROM scratch
 COPY bin /bin
+COPY root /
 ENV PATH=/bin
-LABEL org.opencontainers.image.ref.name="registry.k8s.io/$1:$2" io.kruise-rs.stand-in="busybox"
-CMD ["sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait"]
+LABEL org.opencontainers.image.ref.name="$1:$2" io.kruise-rs.stand-in="busybox $3"
+CMD $cmd
 EOF
   buildah_ bud --quiet --isolation chroot -f "$ctx/Containerfile" -t "localhost/$1:$2" "$ctx" >/dev/null
-  rm -f "$3.tmp"
-  buildah_ push --quiet "localhost/$1:$2" "oci-archive:$3.tmp"
-  mv "$3.tmp" "$3"
+  rm -f "$4.tmp"
+  buildah_ push --quiet "localhost/$1:$2" "oci-archive:$4.tmp"
+  mv "$4.tmp" "$4"
 }
 
 mkdir -p "$cache"
-for ref in "${images[@]}"; do
+for entry in "${images[@]}"; do
+  read -r ref kind <<<"$entry"
   repo=${ref%%:*} tag=${ref#*:}
   has_image "$repo" "$tag" && continue
   archive=$cache/$(echo "$repo" | tr / _)_$tag.tar
   if [ ! -f "$archive" ]; then
-    log "building the stand-in for registry.k8s.io/$ref"
-    build "$repo" "$tag" "$archive"
+    log "building the stand-in for $ref ($kind)"
+    build "$repo" "$tag" "$kind" "$archive"
   fi
   id=$(buildah_ pull --quiet "oci-archive:$archive" | tail -n 1)
   buildah_ push --quiet --tls-verify=false "$id" "docker://$registry/$repo:$tag"
   log "pushed $registry/$repo:$tag"
+done
+for entry in "${aliases[@]}"; do
+  read -r ref of <<<"$entry"
+  repo=${ref%%:*} tag=${ref#*:}
+  has_image "$repo" "$tag" && continue
+  manifest=$(mktemp)
+  type=$(curl -sf "${accept[@]}" -D - -o "$manifest" "http://$registry/v2/${of%%:*}/manifests/${of#*:}" |
+    tr -d '\r' | sed -n 's/^[Cc]ontent-[Tt]ype: //p')
+  curl -sf -X PUT -H "Content-Type: $type" --data-binary "@$manifest" "http://$registry/v2/$repo/manifests/$tag" >/dev/null
+  rm -f "$manifest"
+  log "pushed $registry/$ref (the manifest of $of)"
 done
 
 # containerd (1.6) reads certs.d at every pull: no restart.
@@ -93,7 +133,7 @@ for host in "${mirrored[@]}"; do
   dir=$node/containerd/certs.d/$host
   mkdir -p "$dir"
   cat >"$dir/hosts.toml.tmp" <<EOF
-# Written by tests/conformance/daemon-images.sh: pulls of $host come from the local registry.
+# Written by tests/conformance/stand-in-images.sh: pulls of $host come from the local registry.
 server = "https://$host"
 [host."http://$registry"]
   capabilities = ["pull", "resolve"]
@@ -101,4 +141,4 @@ server = "https://$host"
 EOF
   mv "$dir/hosts.toml.tmp" "$dir/hosts.toml"
 done
-log "registry.k8s.io/e2e-test-images mirrored to $registry on real-0"
+log "${mirrored[*]} mirrored to $registry on real-0"

@@ -1,15 +1,20 @@
 // Command conformance-report is the bookkeeping half of `make conformance`
 // (tests/conformance/run.sh); the other half is upstream's e2e suite itself.
 //
-//	conformance-report skip-regex SKIPS
-//	    prints the --ginkgo.skip regex for the entries of SKIPS (tests/conformance/skips.txt);
-//	    fails when an entry has no reason
-//	conformance-report summarize -skips SKIPS -dir DIR SUITE=LABELFILTER...
-//	    reads DIR/SUITE.json (Ginkgo's JSON report), keeps the specs the label filter
-//	    selects, writes DIR/SUITE.junit.xml with only those (a skipped spec carries its
-//	    reason), prints a Markdown table (suite, specs, run, passed, failed, skipped), the
-//	    skip reasons and every failure (spec location, assertion location, message), and
-//	    exits 1 when a spec failed
+//	conformance-report regex [-match RE]... LIST...
+//	    prints the regex matching the entries of the LISTs (tests/conformance/skips.txt,
+//	    real-node.txt: "<spec full text> :: <reason>"), for --ginkgo.skip or --ginkgo.focus,
+//	    or an empty line when none; with -match, only the entries whose "Kruise e2e suite
+//	    <text>" every RE matches; fails when an entry has no reason
+//	conformance-report summarize -skips SKIPS -real-node LIST -dir DIR SUITE=LABELFILTER...
+//	    reads DIR/SUITE.json (Ginkgo's JSON report of the run on the kwok nodes, where the
+//	    entries of SKIPS and LIST were skipped) and DIR/SUITE.real-node.json when it exists
+//	    (the run of LIST's specs on the real node), keeps the specs the label filter
+//	    selects, writes DIR/SUITE.junit.xml with only those (a spec of LIST with its result
+//	    on the real node, a skipped spec with its reason), prints a Markdown table (suite,
+//	    specs, run, of them on the real node, passed, failed, skipped), the skip reasons and
+//	    every failure (spec location, assertion location, message), and exits 1 when a spec
+//	    failed
 package main
 
 import (
@@ -62,7 +67,7 @@ func readSkips(path string) ([]skip, error) {
 	return out, sc.Err()
 }
 
-func skipRegex(skips []skip) string {
+func specRegex(skips []skip) string {
 	if len(skips) == 0 {
 		return ""
 	}
@@ -93,13 +98,36 @@ func group(spec types.SpecReport) string {
 }
 
 type row struct {
-	name                                   string
-	specs, run, passed, failed, skippedNum int
+	name                                           string
+	specs, run, onReal, passed, failed, skippedNum int
+}
+
+// realNodeName is the node tests/cluster/node.sh starts (`make up-real`).
+const realNodeName = "real-0"
+
+// readReports reads one Ginkgo JSON report file.
+func readReports(path string) ([]types.Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var reports []types.Report
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return reports, nil
+}
+
+// specKey names a spec across runs of the same binary: its text and where it is declared
+// (the two API versions' copies share the text).
+func specKey(spec types.SpecReport) string {
+	return spec.FullText() + "\x00" + location(spec.LeafNodeLocation)
 }
 
 func summarize(args []string) int {
 	fs := flag.NewFlagSet("summarize", flag.ExitOnError)
 	skipsPath := fs.String("skips", "", "skips.txt")
+	realNodePath := fs.String("real-node", "", "real-node.txt: specs run on the real node only")
 	dir := fs.String("dir", "", "directory of <suite>.json reports")
 	_ = fs.Parse(args)
 	skips, err := readSkips(*skipsPath)
@@ -110,6 +138,17 @@ func summarize(args []string) int {
 	reasons := map[string]string{}
 	for _, s := range skips {
 		reasons[s.text] = s.reason
+	}
+	realNode := map[string]string{}
+	if *realNodePath != "" {
+		entries, err := readSkips(*realNodePath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		for _, s := range entries {
+			realNode[s.text] = s.reason
+		}
 	}
 
 	var rows []row
@@ -127,14 +166,30 @@ func summarize(args []string) int {
 			fmt.Fprintf(os.Stderr, "summarize: %s: %v\n", suite, err)
 			return 2
 		}
-		data, err := os.ReadFile(filepath.Join(*dir, suite+".json"))
+		reports, err := readReports(filepath.Join(*dir, suite+".json"))
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "summarize: %v\n", err)
 			return 2
 		}
-		var reports []types.Report
-		if err := json.Unmarshal(data, &reports); err != nil {
-			fmt.Fprintf(os.Stderr, "summarize: %s.json: %v\n", suite, err)
+		// The specs of real-node.txt that ran on the real node, by spec; a suite-level
+		// node that failed there is a failure of the suite.
+		onReal := map[string]types.SpecReport{}
+		realReports, err := readReports(filepath.Join(*dir, suite+".real-node.json"))
+		switch {
+		case err == nil:
+			for _, report := range realReports {
+				for _, spec := range report.SpecReports {
+					switch {
+					case spec.LeafNodeType == types.NodeTypeIt && (spec.State == types.SpecStatePassed || spec.State.Is(types.SpecStateFailureStates)):
+						onReal[specKey(spec)] = spec
+					case spec.LeafNodeType != types.NodeTypeIt && spec.State.Is(types.SpecStateFailureStates):
+						failed = append(failed, entry{suite, spec.Failure.Location, fmt.Sprintf("- **%s** (on %s) %s `%s` at %s\n  %s", suite, realNodeName, spec.LeafNodeType, spec.LeafNodeText,
+							location(spec.Failure.Location), indent(spec.Failure.Message))})
+					}
+				}
+			}
+		case !os.IsNotExist(err):
+			fmt.Fprintf(os.Stderr, "summarize: %v\n", err)
 			return 2
 		}
 		for _, report := range reports {
@@ -161,6 +216,11 @@ func summarize(args []string) int {
 				}
 				r.specs++
 				text := spec.FullText()
+				where := ""
+				if real, ok := onReal[specKey(spec)]; ok && spec.State == types.SpecStateSkipped {
+					spec, where = real, " (on "+realNodeName+")"
+					r.onReal++
+				}
 				switch {
 				case spec.State == types.SpecStatePassed:
 					r.run++
@@ -168,11 +228,14 @@ func summarize(args []string) int {
 				case spec.State.Is(types.SpecStateFailureStates):
 					r.run++
 					r.failed++
-					failed = append(failed, entry{r.name, spec.LeafNodeLocation, fmt.Sprintf("- **%s** `%s` (%s)\n  at %s: %s", r.name, text,
+					failed = append(failed, entry{r.name, spec.LeafNodeLocation, fmt.Sprintf("- **%s** `%s`%s (%s)\n  at %s: %s", r.name, text, where,
 						location(spec.LeafNodeLocation), location(spec.Failure.Location), indent(spec.Failure.Message))})
 				default: // skipped or pending
 					r.skippedNum++
 					reason, ok := reasons[text]
+					if needs, listed := realNode[text]; listed && !ok {
+						reason, ok = "needs the real node "+realNodeName+" (`make up-real`), not run on it here: "+needs, true
+					}
 					switch {
 					case ok:
 					case spec.State == types.SpecStatePending:
@@ -212,22 +275,23 @@ func summarize(args []string) int {
 		}
 	}
 
-	fmt.Println("| suite | specs | run | passed | failed | skipped (reasons below) |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|")
+	fmt.Printf("| suite | specs | run | of them on %s | passed | failed | skipped (reasons below) |\n", realNodeName)
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	var total row
 	for _, r := range rows {
-		fmt.Printf("| %s | %d | %d | %d | %d | %d |\n", r.name, r.specs, r.run, r.passed, r.failed, r.skippedNum)
+		fmt.Printf("| %s | %d | %d | %d | %d | %d | %d |\n", r.name, r.specs, r.run, r.onReal, r.passed, r.failed, r.skippedNum)
 		total.specs += r.specs
 		total.run += r.run
+		total.onReal += r.onReal
 		total.passed += r.passed
 		total.failed += r.failed
 		total.skippedNum += r.skippedNum
 	}
 	if len(rows) > 1 {
-		fmt.Printf("| **total** | %d | %d | %d | %d | %d |\n", total.specs, total.run, total.passed, total.failed, total.skippedNum)
+		fmt.Printf("| **total** | %d | %d | %d | %d | %d | %d |\n", total.specs, total.run, total.onReal, total.passed, total.failed, total.skippedNum)
 	}
 	if len(skippedOrder) > 0 {
-		fmt.Println("\nSkipped (tests/conformance/skips.txt):")
+		fmt.Println("\nSkipped (tests/conformance/skips.txt, real-node.txt):")
 		for _, k := range skippedOrder {
 			sortEntries(skipped[k].where)
 		}
@@ -293,21 +357,45 @@ func indent(s string) string {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: conformance-report skip-regex SKIPS | summarize -skips SKIPS -dir DIR SUITE=LABELFILTER...")
+		fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... LIST... | summarize -skips SKIPS [-real-node LIST] -dir DIR SUITE=LABELFILTER...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
-	case "skip-regex":
-		if len(os.Args) != 3 {
-			fmt.Fprintln(os.Stderr, "usage: conformance-report skip-regex SKIPS")
+	case "regex":
+		fs := flag.NewFlagSet("regex", flag.ExitOnError)
+		var keep []*regexp.Regexp
+		fs.Func("match", "keep only the entries whose \""+suiteDescription+" <text>\" this regex matches (repeatable: all must match)", func(re string) error {
+			r, err := regexp.Compile(re)
+			keep = append(keep, r)
+			return err
+		})
+		_ = fs.Parse(os.Args[2:])
+		if fs.NArg() == 0 {
+			fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... LIST...")
 			os.Exit(2)
 		}
-		skips, err := readSkips(os.Args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+		kept := func(text string) bool {
+			for _, r := range keep {
+				if !r.MatchString(suiteDescription + " " + text) {
+					return false
+				}
+			}
+			return true
 		}
-		fmt.Println(skipRegex(skips))
+		var all []skip
+		for _, path := range fs.Args() {
+			entries, err := readSkips(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			for _, e := range entries {
+				if kept(e.text) {
+					all = append(all, e)
+				}
+			}
+		}
+		fmt.Println(specRegex(all))
 	case "summarize":
 		os.Exit(summarize(os.Args[2:]))
 	default:

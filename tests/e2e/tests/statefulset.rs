@@ -1979,3 +1979,85 @@ async fn pvc_resize_on_rolling_update_grows_claims_pod_by_pod() {
         "{err}"
     );
 }
+
+/// The controller reference of a Pod, by UID (`None`: an orphan).
+fn controller_uid(p: &Pod) -> Option<String> {
+    p.owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.uid.clone())
+}
+
+/// Waits for Pod `name` to satisfy `ok`, returning it.
+async fn wait_pod(ns: &TestNamespace, name: &str, what: &str, ok: impl Fn(&Pod) -> bool) -> Pod {
+    wait_for(what, MINUTE, || async {
+        let pod = ns.api::<Pod>().get(name).await.map_err(|e| e.to_string())?;
+        if ok(&pod) {
+            Ok(pod)
+        } else {
+            Err(format!(
+                "labels {:?}, owners {:?}",
+                pod.labels(),
+                pod.owner_references()
+            ))
+        }
+    })
+    .await
+}
+
+// Spec 4.1.1 (upstream's "should adopt matching orphans and release non-matching pods"):
+// an orphan named for a live ordinal is adopted, a Pod that stops matching is released,
+// the same Pod (UID) throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_adopted_and_pods_that_stop_matching_are_released() {
+    let ns = TestNamespace::new("asts-adopt").await;
+    let _ctl = controller(&ns).await;
+    ns.apply(&sts_yaml("a", 1, &Extra::default()))
+        .await
+        .unwrap();
+    let pods = wait_ready_pods(&ns, "a", &ordinal_names("a", &[0])).await;
+    let (uid, set_uid) = (pods[0].uid().unwrap(), sts(&ns, "a").await.uid().unwrap());
+    assert_eq!(controller_uid(&pods[0]).as_deref(), Some(set_uid.as_str()));
+    let api: Api<Pod> = ns.api();
+    let merge = |patch: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            api.patch("a-0", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .expect("patch a-0")
+        }
+    };
+
+    merge(json!({"metadata": {"ownerReferences": null}})).await;
+    let adopted = wait_pod(&ns, "a-0", "a-0 adopted", |p| {
+        controller_uid(p).as_deref() == Some(set_uid.as_str())
+    })
+    .await;
+    assert_eq!(
+        adopted.uid().unwrap(),
+        uid,
+        "the orphan itself, not a new Pod"
+    );
+
+    // Without its labels it leaves the set (and the controller's label-selected cache).
+    let labels = adopted.labels().clone();
+    let nulls: serde_json::Map<String, serde_json::Value> = labels
+        .keys()
+        .map(|k| (k.clone(), serde_json::Value::Null))
+        .collect();
+    merge(json!({"metadata": {"labels": nulls}})).await;
+    wait_pod(&ns, "a-0", "a-0 released", |p| controller_uid(p).is_none()).await;
+
+    merge(json!({"metadata": {"labels": labels}})).await;
+    let back = wait_pod(&ns, "a-0", "a-0 adopted again", |p| {
+        controller_uid(p).as_deref() == Some(set_uid.as_str())
+    })
+    .await;
+    assert_eq!(back.uid().unwrap(), uid);
+    wait_status(&ns, "a", "1 ready replica", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| st.replicas == 1 && st.ready_replicas == 1)
+    })
+    .await;
+}
