@@ -1051,6 +1051,12 @@ mod tests {
         s
     }
 
+    /// Starts [`env_and_image_spec`]'s update on `p` at t(0), nothing else written.
+    fn start_env_and_image_update(p: &Pod, env_reader: &str, image_of: &str) -> PodWrites {
+        let spec = env_and_image_spec(env_reader, image_of);
+        start_update(p, &spec, &BTreeMap::new(), &BTreeMap::new(), t(0))
+    }
+
     /// What the node agent records once it has restarted every container for the Pod's
     /// current metadata: each running container with its expected env hash.
     fn agent_restarts_for_env(p: &mut Pod, restarted: &str) {
@@ -1109,13 +1115,7 @@ mod tests {
         // Upstream's "in-place update two container image and env from metadata with
         // priorities": redis (priority 10) reads `config`; nginx's image changes.
         let mut p = pod_with_priorities("redis", "nginx", "redis");
-        let w = start_update(
-            &p,
-            &env_and_image_spec("redis", "nginx"),
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            t(0),
-        );
+        let w = start_env_and_image_update(&p, "redis", "nginx");
         let patch = w.pod_patch.clone().unwrap();
         assert_eq!(patch["metadata"]["annotations"]["config"], "bar");
         assert!(
@@ -1149,13 +1149,7 @@ mod tests {
         // nginx (priority 10) gets a new image; redis, below it, reads `config`: the new
         // `config` would have the agent restart redis at once, so it waits for nginx.
         let mut p = pod_with_priorities("nginx", "redis", "redis");
-        let w = start_update(
-            &p,
-            &env_and_image_spec("redis", "nginx"),
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-            t(0),
-        );
+        let w = start_env_and_image_update(&p, "redis", "nginx");
         let patch = w.pod_patch.clone().unwrap();
         assert_eq!(patch["spec"]["containers"][0]["name"], "nginx");
         assert!(
