@@ -3,7 +3,8 @@
 # kruise-daemon suites, the specs of real-node.txt), for a machine that reaches neither
 # registry.k8s.io nor Docker Hub: Kubernetes' e2e images (k8s.io/kubernetes v1.32
 # test/utils/image, as the suite's common.WebserverImage, AgnhostImage, NginxImage,
-# RedisImage, ... name them) and docker.io/library/nginx:alpine and :mainline-alpine, built
+# RedisImage, ... name them), docker.io/library/nginx:alpine and :mainline-alpine and
+# docker.io/library/busybox:latest, built
 # from Debian's static busybox, pushed to the real node's registry (tests/cluster/node.sh)
 # under the same repository paths, and a containerd mirror on real-0 (certs.d hosts.toml)
 # that sends pulls of registry.k8s.io and docker.io there.
@@ -40,7 +41,8 @@ registry=$("$root/tests/cluster/node.sh" env | sed -n 's/^KRUISE_REGISTRY=//p')
 
 # <repository>:<tag> <kind>: registry.k8s.io/e2e-test-images/... (k8s.io/kubernetes v1.32.10
 # test/utils/image/manifest.go: Httpd, HttpdNew, Nginx, NginxNew, BusyBox, Agnhost, Redis)
-# and docker.io/library/nginx (the CloneSet specs' imageConfig.SetRegistry("docker.io/library")).
+# and docker.io/library/nginx (the CloneSet specs' imageConfig.SetRegistry("docker.io/library")),
+# docker.io/library/busybox (the SidecarSet specs' Deployment: "busybox:latest").
 images=(
   "e2e-test-images/httpd:2.4.38-4 httpd"
   "e2e-test-images/httpd:2.4.39-4 httpd"
@@ -50,6 +52,7 @@ images=(
   "e2e-test-images/agnhost:2.53 pause"
   "e2e-test-images/redis:5.0.5-3 pause"
   "library/nginx:alpine nginx"
+  "library/busybox:latest busybox"
 )
 # <repository>:<tag> served with the manifest of another: same digest, same image ID.
 aliases=(
