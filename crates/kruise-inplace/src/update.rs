@@ -14,7 +14,7 @@ use kruise_api::pod::{Pod, PodView};
 use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde_json::{Map, Value, json};
 
-use crate::diff::UpdateSpec;
+use crate::diff::{MetadataChanges, UpdateSpec};
 
 /// What to write to a Pod. The status patch (conditions) goes first: a Pod is marked
 /// not-ready before anything about it changes.
@@ -113,6 +113,26 @@ impl Batch {
             let keys = if label { &m.labels } else { &m.annotations };
             keys.as_ref().is_some_and(|k| k.contains_key(key))
         })
+    }
+
+    /// Adds the update's metadata `changes` that this batch writes (all but what it
+    /// withholds) to `labels` and `annotations`, keeping what the caller put there.
+    fn add_metadata_now(
+        &self,
+        changes: &MetadataChanges,
+        labels: &mut BTreeMap<String, Option<String>>,
+        annotations: &mut BTreeMap<String, Option<String>>,
+    ) {
+        for (is_label, from, to) in [
+            (true, &changes.labels, labels),
+            (false, &changes.annotations, annotations),
+        ] {
+            for (k, v) in from {
+                if !self.withholds(k, is_label) {
+                    to.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
     }
 
     /// The labels (or annotations) of the containers updated now, from their ref metadata.
@@ -358,18 +378,7 @@ pub fn start_update(
             Some(Duration::from_secs(spec.grace_seconds as u64)),
         )
     } else {
-        for (k, v) in &spec.metadata.labels {
-            if !batch.withholds(k, true) {
-                label_changes.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
-        for (k, v) in &spec.metadata.annotations {
-            if !batch.withholds(k, false) {
-                annotation_changes
-                    .entry(k.clone())
-                    .or_insert_with(|| v.clone());
-            }
-        }
+        batch.add_metadata_now(&spec.metadata, &mut label_changes, &mut annotation_changes);
         (batch.images, None)
     };
     PodWrites {
@@ -537,16 +546,7 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
             );
         }
         let mut labels = BTreeMap::new();
-        for (k, v) in &parked.metadata.labels {
-            if !batch.withholds(k, true) {
-                labels.insert(k.clone(), v.clone());
-            }
-        }
-        for (k, v) in &parked.metadata.annotations {
-            if !batch.withholds(k, false) {
-                annotations.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-        }
+        batch.add_metadata_now(&parked.metadata, &mut labels, &mut annotations);
         return RefreshAction {
             writes: PodWrites {
                 pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch.images)),

@@ -98,12 +98,13 @@ fn set_named_by(pod: &Pod) -> Option<ObjectRef<StatefulSet>> {
     {
         return None;
     }
-    let (set, ordinal) = meta.name.as_deref()?.rsplit_once('-')?;
+    let name = meta.name.as_deref()?;
+    let (set, _) = name.rsplit_once('-')?;
     // A set's name is a DNS label: it cannot be empty or end with '-'.
     if set.is_empty() || set.ends_with('-') {
         return None;
     }
-    plan::ordinals::ordinal_of(set, &format!("{set}-{ordinal}"))?;
+    plan::ordinals::ordinal_of(set, name)?;
     Some(ObjectRef::new(set).within(meta.namespace.as_deref()?))
 }
 
