@@ -28,7 +28,7 @@ pub use cache::{Cache, MalformedReport, Tolerant};
 pub use events::Events;
 pub use gates::FeatureGates;
 pub use instruments::{Backoff, Instruments};
-pub use leader::Election;
+pub use leader::{Election, LeaseRef};
 pub use metrics::Metrics;
 pub use reconciler::{ReconcileError, Reconciler, apply_status};
 pub use settings::Settings;
@@ -208,6 +208,7 @@ impl Runtime {
             namespace: self.settings.namespace.clone(),
             enabled: self.settings.leader_elect,
             duration_seconds: self.settings.lease_duration_seconds,
+            foreign_leases: self.settings.foreign_leader_leases(),
         }
     }
 

@@ -26,6 +26,10 @@ pub struct Metrics {
     pub pod_operations: IntCounterVec,
     /// `kruise_leader{controller}`: 1 while this replica holds the controller's lease.
     pub leader: IntGaugeVec,
+    /// `kruise_foreign_leader_active{lease}`: 1 while another manager holds the Lease
+    /// `namespace/name` named in `KRUISE_FOREIGN_LEADER_LEASES`, so this replica does not
+    /// lead (`leader::foreign_leader_active`).
+    pub foreign_leader_active: IntGaugeVec,
     /// `kruise_webhook_request_duration_seconds{webhook,operation,decision}`.
     pub webhook_duration: HistogramVec,
     /// `kruise_webhook_errors_total{webhook,kind}`.
@@ -110,6 +114,14 @@ impl Metrics {
             &["controller"],
         )
         .expect("valid metric");
+        let foreign_leader_active = IntGaugeVec::new(
+            Opts::new(
+                "kruise_foreign_leader_active",
+                "1 while another manager (e.g. OpenKruise's kruise-manager) holds this Lease, so no controller of this process leads.",
+            ),
+            &["lease"],
+        )
+        .expect("valid metric");
         let webhook_duration = HistogramVec::new(
             HistogramOpts::new(
                 "kruise_webhook_request_duration_seconds",
@@ -145,6 +157,7 @@ impl Metrics {
             Box::new(api_request_duration.clone()),
             Box::new(pod_operations.clone()),
             Box::new(leader.clone()),
+            Box::new(foreign_leader_active.clone()),
             Box::new(webhook_duration.clone()),
             Box::new(webhook_errors.clone()),
             Box::new(malformed_objects.clone()),
@@ -160,6 +173,7 @@ impl Metrics {
             api_request_duration,
             pod_operations,
             leader,
+            foreign_leader_active,
             webhook_duration,
             webhook_errors,
             malformed_objects,

@@ -9,9 +9,14 @@ use serde::Deserialize;
 
 use crate::Error;
 use crate::gates::FeatureGates;
+use crate::leader::LeaseRef;
 
 /// The environment variable prefix every setting shares.
 pub const PREFIX: &str = "KRUISE_";
+
+/// OpenKruise's kruise-manager Lease: `--leader-election-namespace` and
+/// `--leader-election-id` defaults (openkruise/kruise v1.9.0 main.go).
+pub const DEFAULT_FOREIGN_LEADER_LEASES: &str = "kruise-system/kruise-manager";
 
 /// Settings every binary understands.
 #[derive(Clone, Debug, Deserialize)]
@@ -31,6 +36,10 @@ pub struct Settings {
     pub lease_duration_seconds: u64,
     /// `KRUISE_NAMESPACE`: where the Lease lives (the controller's own namespace).
     pub namespace: String,
+    /// `KRUISE_FOREIGN_LEADER_LEASES`: `namespace/name,...` of other managers' Leases
+    /// (default OpenKruise's `kruise-system/kruise-manager`); while one is held, no
+    /// controller runs (`leader`). Empty: no such guard.
+    pub foreign_leader_leases: String,
     /// `KRUISE_WATCH_NAMESPACE`: only watch and act in this namespace (unset = all).
     pub watch_namespace: Option<String>,
     /// `KRUISE_FEATURE_GATES`: `Name=true,Other=false`.
@@ -72,6 +81,7 @@ impl Default for Settings {
             leader_elect: true,
             lease_duration_seconds: 15,
             namespace: "kruise-system".into(),
+            foreign_leader_leases: DEFAULT_FOREIGN_LEADER_LEASES.into(),
             watch_namespace: None,
             feature_gates: String::new(),
             log_format: LogFormat::Text,
@@ -120,7 +130,18 @@ impl Settings {
             )));
         }
         FeatureGates::parse(&settings.feature_gates)?;
+        LeaseRef::parse_list(&settings.foreign_leader_leases).map_err(|e| {
+            Error::Settings(format!(
+                "{PREFIX}FOREIGN_LEADER_LEASES={:?}: expected namespace/name[,namespace/name...] or empty ({e})",
+                settings.foreign_leader_leases
+            ))
+        })?;
         Ok(settings)
+    }
+
+    /// The Leases named by `KRUISE_FOREIGN_LEADER_LEASES` (validated in [`Settings::from_env`]).
+    pub fn foreign_leader_leases(&self) -> Vec<LeaseRef> {
+        LeaseRef::parse_list(&self.foreign_leader_leases).unwrap_or_default()
     }
 
     /// The feature gates named by `KRUISE_FEATURE_GATES` (validated in [`Settings::from_env`]).
@@ -263,6 +284,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("KRUISE_KUBE_QPS"), "{err}");
+    }
+
+    #[test]
+    fn foreign_leader_leases_default_to_kruise_manager_and_bad_ones_fail_at_start() {
+        let s = Settings::from_vars(vars(&[])).unwrap();
+        assert_eq!(
+            s.foreign_leader_leases()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["kruise-system/kruise-manager"]
+        );
+        let s = Settings::from_vars(vars(&[("KRUISE_FOREIGN_LEADER_LEASES", "")])).unwrap();
+        assert!(s.foreign_leader_leases().is_empty());
+        let s = Settings::from_vars(vars(&[("KRUISE_FOREIGN_LEADER_LEASES", "a/b,c/d")])).unwrap();
+        assert_eq!(s.foreign_leader_leases().len(), 2);
+        for bad in ["kruise-manager", "kruise-system/", "a/b,Upper/x"] {
+            let err = Settings::from_vars(vars(&[("KRUISE_FOREIGN_LEADER_LEASES", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("KRUISE_FOREIGN_LEADER_LEASES"), "{err}");
+            assert!(err.contains("namespace/name"), "{err}");
+        }
     }
 
     #[test]
