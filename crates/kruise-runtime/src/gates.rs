@@ -10,9 +10,10 @@ macro_rules! gates {
     ($($konst:ident = $name:literal => $default:literal,)*) => {
         $(#[doc = concat!("`", $name, "` (default ", stringify!($default), ").")]
         pub const $konst: &str = $name;)*
-        /// Every gate with its default, as upstream OpenKruise defines them, except where
-        /// a seed says otherwise: `ResourcesDeletionProtection` off,
-        /// `PodUnavailableBudgetUpdateGate` on.
+        /// Every gate with its default, as openkruise/kruise v1.9.0
+        /// `pkg/features/kruise_features.go` defines them, except
+        /// `PodUnavailableBudgetUpdateGate` (on here). docs/feature-gates.md lists each
+        /// with the reason for a difference; a test keeps the two equal.
         pub const DEFAULTS: &[(&str, bool)] = &[$(($name, $default),)*];
     };
 }
@@ -25,13 +26,13 @@ gates! {
     KRUISE_POD_READINESS_GATE = "KruisePodReadinessGate" => false,
     PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE = "PreDownloadImageForInPlaceUpdate" => false,
     CLONESET_PARTITION_ROLLBACK = "CloneSetPartitionRollback" => false,
-    // Off here, on upstream: the seed (OpenKruise 0.9.0's release notes) says the gate
-    // must be turned on explicitly at install (spec pod-safety §2).
+    // Off, as upstream's code (its config/manager install turns every Beta gate on; ours
+    // is turned on by kustomize/controllers/protection/enabled): docs/feature-gates.md.
     RESOURCES_DELETION_PROTECTION = "ResourcesDeletionProtection" => false,
     WORKLOAD_SPREAD = "WorkloadSpread" => true,
     POD_UNAVAILABLE_BUDGET_DELETE_GATE = "PodUnavailableBudgetDeleteGate" => true,
-    // On here, off upstream: the seeds describe update protection as part of PUB
-    // (spec pod-safety.md 1.3.8; the seed wins). Only pub-ctl reads it.
+    // On here, off upstream (Alpha): update protection is part of what a PUB promises
+    // here (README, PodUnavailableBudget; docs/feature-gates.md).
     POD_UNAVAILABLE_BUDGET_UPDATE_GATE = "PodUnavailableBudgetUpdateGate" => true,
     TEMPLATE_NO_DEFAULTS = "TemplateNoDefaults" => false,
     IN_PLACE_UPDATE_ENV_FROM_METADATA = "InPlaceUpdateEnvFromMetadata" => true,
@@ -182,7 +183,7 @@ mod tests {
         assert!(!g.enabled(CLONESET_PARTITION_ROLLBACK));
         assert!(!g.enabled(PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE));
         assert!(g.enabled(POD_UNAVAILABLE_BUDGET_DELETE_GATE));
-        // The one deliberate difference from upstream (the seeds win).
+        // The one deliberate difference from upstream (docs/feature-gates.md).
         assert!(g.enabled(POD_UNAVAILABLE_BUDGET_UPDATE_GATE));
         assert_eq!(FeatureGates::parse("").unwrap(), g);
     }
@@ -221,6 +222,41 @@ mod tests {
         let g = FeatureGates::parse("PodWebhook=false").unwrap();
         assert!(!g.enabled(WORKLOAD_SPREAD));
         assert!(!g.enabled(POD_UNAVAILABLE_BUDGET_DELETE_GATE));
+    }
+
+    /// docs/feature-gates.md's table: every gate of [`DEFAULTS`] with our default, upstream
+    /// gates we do not know marked `—`, and a reason on each row where ours differs.
+    #[test]
+    fn the_documented_table_is_the_defaults() {
+        let doc = include_str!("../../../docs/feature-gates.md");
+        let rows: Vec<Vec<&str>> = doc
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+            .collect();
+        let mut documented = 0;
+        for row in &rows {
+            let [name, upstream, ours, _stage, _read_by, why] = row[..] else {
+                panic!("a row of six columns: {row:?}");
+            };
+            let name = name.trim_matches('`');
+            let known = DEFAULTS.iter().find(|(n, _)| *n == name);
+            match (known, ours) {
+                (Some((_, default)), ours) => {
+                    assert_eq!(ours, default.to_string(), "{name}: ours in the table");
+                    documented += 1;
+                }
+                (None, "—") => {}
+                (None, _) => panic!("{name}: documented but not a gate here"),
+            }
+            if upstream != ours {
+                assert!(
+                    !why.is_empty(),
+                    "{name}: differs from upstream without a reason"
+                );
+            }
+        }
+        assert_eq!(documented, DEFAULTS.len(), "every gate documented once");
     }
 
     #[test]
