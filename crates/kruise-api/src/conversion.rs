@@ -3,7 +3,9 @@
 //! SidecarSet and Advanced DaemonSet here; ResourceDistribution, PersistentPodState,
 //! WorkloadSpread and UnitedDeployment (renamed fields, a restructured status) in
 //! [`renamed`]; ContainerRecreateRequest (annotations that v1beta1 shows in its status)
-//! in [`crr`]. The controllers serve these functions as CRD conversion webhooks.
+//! in [`crr`]; PodUnavailableBudget (`policy.kruise.io`: annotations that v1beta1 shows
+//! as spec fields) in [`podunavailablebudget`]. The controllers serve these functions as
+//! CRD conversion webhooks.
 //!
 //! They work on JSON, so fields neither version models pass through; only labels and
 //! annotations of `metadata` change (the apiserver refuses any other metadata change).
@@ -333,6 +335,11 @@ mod crr;
 pub use crr::{
     containerrecreaterequest_to_v1alpha1, containerrecreaterequest_to_v1beta1,
     convert_containerrecreaterequest,
+};
+
+pub mod podunavailablebudget;
+pub use podunavailablebudget::{
+    convert_podunavailablebudget, podunavailablebudget_to_v1alpha1, podunavailablebudget_to_v1beta1,
 };
 
 mod renamed;

@@ -13,10 +13,13 @@ pub mod intstr;
 pub mod keys;
 pub mod pod;
 pub mod policy_v1alpha1;
+pub mod policy_v1beta1;
 pub mod quantity;
 pub mod schema;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use kube::CustomResourceExt;
 
 /// The CRDs of every kind, in a stable order.
@@ -57,8 +60,11 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
             a::WorkloadSpread::crd(),
             apps_v1beta1::workloadspread::WorkloadSpread::crd(),
         ),
-        apps_v1beta1::StatefulSet::crd_with_v1alpha1(),
-        policy_v1alpha1::PodUnavailableBudget::crd(),
+        converted_by_relabelling(apps_v1beta1::StatefulSet::crd_with_v1alpha1()),
+        served_with_v1beta1(
+            policy_v1alpha1::PodUnavailableBudget::crd(),
+            policy_v1beta1::PodUnavailableBudget::crd(),
+        ),
     ]
 }
 
@@ -75,6 +81,22 @@ fn also_served_as_v1beta1(mut crd: CustomResourceDefinition) -> CustomResourceDe
     beta.name = "v1beta1".into();
     beta.storage = false;
     crd.spec.versions.push(beta);
+    crd
+}
+
+/// States `spec.conversion: {strategy: None}` on a CRD whose versions share one schema
+/// (Advanced StatefulSet: our v1alpha1 is v1beta1's schema, a superset of OpenKruise
+/// 1.9's v1alpha1, so relabelling the apiVersion is exact and no controller needs to be
+/// up for a v1alpha1 read). OpenKruise 1.9 installs that CRD with a conversion webhook
+/// at kruise-manager's Service; stating the strategy makes our CRD own it, so applying
+/// ours over upstream's cannot leave reads pointed at a kruise-manager that is gone (the
+/// apiserver then refuses the apply while upstream's `webhook` is still set, rather than
+/// accepting it: tests/cluster/controllers.sh removes that first).
+fn converted_by_relabelling(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    crd.spec.conversion = Some(CustomResourceConversion {
+        strategy: "None".into(),
+        webhook: None,
+    });
     crd
 }
 
