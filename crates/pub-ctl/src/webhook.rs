@@ -15,6 +15,10 @@
 //!   object is an Eviction, not the Pod) are all sent, and refused while `pub-ctl` is
 //!   unreachable: a drain then waits, as it does for a PodDisruptionBudget it cannot
 //!   satisfy.
+//! - **CRD conversion** (`/convert-podunavailablebudget`): `policy.kruise.io/v1beta1`
+//!   (OpenKruise ≥ 1.9 stores it) served from the stored v1alpha1 and back
+//!   ([`kruise_api::conversion::podunavailablebudget`]); registered by cluster-wide
+//!   instances.
 
 use std::sync::Arc;
 
@@ -44,6 +48,8 @@ use kruise_pub::Spent;
 pub const VALIDATE_PUB_PATH: &str = "/validate-policy-kruise-io-v1alpha1-podunavailablebudget";
 pub const MUTATE_POD_PATH: &str = "/mutate-pod-pub";
 pub const VALIDATE_POD_PATH: &str = "/validate-pod-pub";
+/// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
+pub const CONVERT_PATH: &str = "/convert-podunavailablebudget";
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())
@@ -77,7 +83,19 @@ pub fn routes(ctx: Arc<Context>) -> Vec<Route> {
                 async move { validate_pod_request(&ctx, req).await }.boxed()
             }),
         ),
+        conversion_route(),
     ]
+}
+
+/// v1beta1 clients (and objects OpenKruise 1.9 stored as v1beta1) are served through
+/// conversion; pub-ctl and the workload controllers read v1alpha1.
+pub fn conversion_route() -> Route {
+    Route::conversion(
+        CONVERT_PATH,
+        "convert-podunavailablebudget",
+        "podunavailablebudgets.policy.kruise.io",
+        Arc::new(kruise_api::conversion::convert_podunavailablebudget),
+    )
 }
 
 /// The configurations, as `webhook::configurations(None)` registers them cluster-wide.

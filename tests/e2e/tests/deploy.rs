@@ -1297,6 +1297,8 @@ const PUB_CHECKS: &str = "
     yes update secrets/podunavailablebudget-webhook-ca                 kruise-system
     yes patch  validatingwebhookconfigurations/kruise-pub-validating   *
     yes create mutatingwebhookconfigurations/kruise-pub-mutating       *
+    yes patch  customresourcedefinitions.apiextensions.k8s.io/podunavailablebudgets.policy.kruise.io *
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/clonesets.apps.kruise.io *
     # PUBs are the users': written only through their status, by update (never apply).
     no  create podunavailablebudgets.policy.kruise.io                  default
     no  update podunavailablebudgets.policy.kruise.io                  default
