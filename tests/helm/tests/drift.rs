@@ -1,0 +1,317 @@
+//! The chart against kustomize (no cluster): with default values it renders the objects of
+//! kustomize/overlays/all, and with only controller X enabled those of overlays/X, Helm's
+//! own labels and annotations aside. A Deployment, Role or webhook changed in kustomize and
+//! not in the chart (or the other way round) fails here, naming the field.
+
+// A test file: its helpers fail the test on a missing checkout file, as the tests do.
+#![allow(clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use kruise_helm_tests::{
+    crd_names, crds_used_by_cluster_roles, differences, helm_template, kustomize, root,
+};
+use serde_json::Value;
+
+/// Components an overlay may use, and the chart values that do the same.
+const COMPONENTS: &[(&str, &str)] = &[
+    (
+        "../../controllers/protection/enabled",
+        "featureGates=ResourcesDeletionProtection=true",
+    ),
+    (
+        "../../controllers/cloneset/predownload",
+        "featureGates=PreDownloadImageForInPlaceUpdate=true",
+    ),
+    (
+        "../../controllers/statefulset/predownload",
+        "featureGates=PreDownloadImageForInPlaceUpdate=true",
+    ),
+    (
+        "../../components/daemon-agent-cluster-reads",
+        "daemon.clusterReads=true",
+    ),
+    (
+        "../../components/servicemonitor",
+        "serviceMonitor.enabled=true",
+    ),
+];
+
+/// The chart's controller keys (kustomize/controllers/<key>, except the node agent).
+fn controllers() -> Vec<String> {
+    let mut keys: Vec<String> = fs::read_dir(root().join("kustomize/controllers"))
+        .expect("kustomize/controllers")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|k| k != "daemon-agent")
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The chart values that render what overlay `name` does: its controllers enabled, the
+/// others not, the node agent only when it lists it, its components as values.
+fn values_of_overlay(name: &str) -> Vec<String> {
+    let text = fs::read_to_string(
+        root()
+            .join("kustomize/overlays")
+            .join(name)
+            .join("kustomization.yaml"),
+    )
+    .expect("overlay kustomization");
+    let k: Value = serde_saphyr::from_str(&text).expect("overlay kustomization parses");
+    let list = |field: &str| -> Vec<String> {
+        k.get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let resources = list("resources");
+    let mut values = Vec::new();
+    for key in controllers() {
+        let on = resources.contains(&format!("../../controllers/{key}"));
+        values.push(format!("{key}.enabled={on}"));
+    }
+    let agent = resources.contains(&"../../controllers/daemon-agent".to_string());
+    values.push(format!("daemon.enabled={agent}"));
+    let mut gates = Vec::new();
+    for component in list("components") {
+        let Some((_, value)) = COMPONENTS.iter().find(|(c, _)| *c == component) else {
+            panic!(
+                "overlay {name} uses component {component}: add the chart values doing the same to \
+                 COMPONENTS in tests/helm/tests/drift.rs (and to the chart if it has none)"
+            );
+        };
+        match value.strip_prefix("featureGates=") {
+            Some(g) => gates.push(g.to_string()),
+            None => values.push(value.to_string()),
+        }
+    }
+    if !gates.is_empty() {
+        // --set treats a comma as a separator: escaped.
+        values.push(format!("featureGates={}", gates.join("\\,")));
+    }
+    values
+}
+
+fn overlays() -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(root().join("kustomize/overlays"))
+        .expect("kustomize/overlays")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn report(what: &str, diffs: &[String]) -> String {
+    format!(
+        "{what}: {} difference(s) (change the chart, deploy/helm/kruise-rs, with kustomize):\n  {}",
+        diffs.len(),
+        diffs.join("\n  ")
+    )
+}
+
+#[test]
+fn default_values_render_overlays_all() {
+    let k = kustomize("all").expect("kustomize build overlays/all");
+    let c = helm_template(&[]).expect("helm template");
+    assert!(k.len() > 100, "overlays/all renders {} objects", k.len());
+    let diffs = differences(k, c);
+    assert!(
+        diffs.is_empty(),
+        "{}",
+        report("default values vs overlays/all", &diffs)
+    );
+}
+
+#[test]
+fn each_overlay_is_the_chart_with_its_controllers_enabled() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for overlay in overlays().into_iter().filter(|o| o != "all") {
+        let mut values = values_of_overlay(&overlay);
+        // Every overlay carries every CRD (kustomize/base); the chart only its own unless
+        // asked (checked on its own below).
+        values.push("crds.installAll=true".into());
+        let set: Vec<&str> = values.iter().map(String::as_str).collect();
+        let k = kustomize(&overlay).expect("kustomize build");
+        let c = helm_template(&set).expect("helm template");
+        let diffs = differences(k, c);
+        if !diffs.is_empty() {
+            failures.push(report(
+                &format!("overlays/{overlay} vs --set {}", values.join(" --set ")),
+                &diffs,
+            ));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} overlays");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn crds_are_those_the_enabled_controllers_use() {
+    let mut failures = Vec::new();
+    for overlay in overlays() {
+        let values = values_of_overlay(&overlay);
+        let set: Vec<&str> = values.iter().map(String::as_str).collect();
+        let k = kustomize(&overlay).expect("kustomize build");
+        let c = helm_template(&set).expect("helm template");
+        let used = crds_used_by_cluster_roles(&k);
+        let installed = crd_names(&c);
+        if used != installed {
+            failures.push(format!(
+                "overlays/{overlay}: its ClusterRoles use {used:?}, the chart installs {installed:?} \
+                 (kruise-rs.catalog's crds in templates/_helpers.tpl)"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn crds_are_kept_on_uninstall_and_left_out_when_not_managed() {
+    let c = helm_template(&["crds.installAll=true"]).expect("helm template");
+    let crds: Vec<&Value> = c
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .collect();
+    let files = fs::read_dir(root().join("deploy/crds"))
+        .expect("deploy/crds")
+        .count();
+    assert_eq!(crds.len(), files, "every CRD of deploy/crds");
+    for crd in crds {
+        assert_eq!(
+            crd.pointer("/metadata/annotations/helm.sh~1resource-policy"),
+            Some(&Value::from("keep")),
+            "{}",
+            crd["metadata"]["name"]
+        );
+    }
+    let none =
+        helm_template(&["crds.managed=false", "crds.installAll=true"]).expect("helm template");
+    assert!(crd_names(&none).is_empty());
+}
+
+fn deployments(objs: &[Value]) -> Vec<&Value> {
+    objs.iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+        .collect()
+}
+
+fn env<'a>(workload: &'a Value, name: &str) -> Vec<&'a str> {
+    workload
+        .pointer("/spec/template/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"] == name)
+        .filter_map(|e| e["value"].as_str())
+        .collect()
+}
+
+#[test]
+fn feature_gates_reach_every_binary_once() {
+    let c = helm_template(&["featureGates=CloneSetShortHash=true\\,PodWebhook=false"])
+        .expect("helm template");
+    let workloads = deployments(&c);
+    assert_eq!(workloads.len(), 16, "15 controllers and the node agent");
+    for w in workloads {
+        let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        let want = if name == "resourcedistribution-controller" {
+            "ResourceDistributionGate=true,CloneSetShortHash=true,PodWebhook=false"
+        } else {
+            "CloneSetShortHash=true,PodWebhook=false"
+        };
+        assert_eq!(env(w, "KRUISE_FEATURE_GATES"), vec![want], "{name}");
+    }
+    // OpenKruise's way to go without the node agent.
+    let c = helm_template(&["featureGates=KruiseDaemon=false"]).expect("helm template");
+    assert!(!c.iter().any(|o| o["kind"] == "DaemonSet"));
+}
+
+#[test]
+fn a_disabled_controller_leaves_nothing_behind_and_touches_no_other() {
+    let all = kruise_helm_tests::index(helm_template(&[]).expect("helm template"));
+    let without = kruise_helm_tests::index(
+        helm_template(&["cloneset.enabled=false"]).expect("helm template"),
+    );
+    let gone: BTreeSet<&String> = all.keys().filter(|k| !without.contains_key(*k)).collect();
+    for k in &gone {
+        assert!(
+            k.contains("cloneset")
+                || k.starts_with("apiextensions.k8s.io/v1/CustomResourceDefinition"),
+            "{k} went with the CloneSet controller"
+        );
+    }
+    // Its Deployment, ServiceAccount, Services, PDB, CA Secret, RBAC and webhooks.
+    assert_eq!(gone.len(), 12, "{gone:#?}");
+    for (k, v) in &without {
+        assert_eq!(all.get(k), Some(v), "{k} changed");
+    }
+}
+
+#[test]
+fn scheduling_values_reach_the_pod_and_a_single_replica_has_no_budget() {
+    let c = helm_template(&[
+        "manager.nodeSelector.pool=system",
+        "cloneset.nodeSelector.pool=cloneset",
+        "cloneset.replicas=1",
+        "cloneset.priorityClassName=system-cluster-critical",
+        "manager.tolerations[0].operator=Exists",
+        "imagePullSecrets[0]=regcred",
+        "cloneset.extraEnv[0].name=HTTPS_PROXY",
+        "cloneset.extraEnv[0].value=http://proxy:3128",
+    ])
+    .expect("helm template");
+    let by_name = |n: &str| {
+        c.iter()
+            .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == n)
+            .expect("deployment")
+    };
+    let cs = by_name("cloneset-controller");
+    let spec = &cs["spec"]["template"]["spec"];
+    assert_eq!(cs["spec"]["replicas"], 1);
+    assert_eq!(spec["nodeSelector"]["pool"], "cloneset");
+    assert_eq!(spec["priorityClassName"], "system-cluster-critical");
+    assert_eq!(spec["tolerations"][0]["operator"], "Exists");
+    assert_eq!(spec["imagePullSecrets"][0]["name"], "regcred");
+    assert_eq!(env(cs, "HTTPS_PROXY"), vec!["http://proxy:3128"]);
+    let other = by_name("sidecarset-controller");
+    assert_eq!(
+        other["spec"]["template"]["spec"]["nodeSelector"]["pool"],
+        "system"
+    );
+    assert_eq!(other["spec"]["replicas"], 2);
+    let pdbs: Vec<&str> = c
+        .iter()
+        .filter(|o| o["kind"] == "PodDisruptionBudget")
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    assert!(!pdbs.contains(&"cloneset-controller"), "{pdbs:?}");
+    assert_eq!(pdbs.len(), 14);
+}
+
+#[test]
+fn host_network_gives_every_controller_ports_of_its_own() {
+    let c = helm_template(&["manager.hostNetwork=true"]).expect("helm template");
+    let mut ports = BTreeSet::new();
+    for d in c.iter().filter(|o| o["kind"] == "Deployment") {
+        assert_eq!(d["spec"]["template"]["spec"]["hostNetwork"], true);
+        for p in d
+            .pointer("/spec/template/spec/containers/0/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let port = p["containerPort"].as_i64().unwrap_or_default();
+            assert!(ports.insert(port), "port {port} twice");
+        }
+    }
+    assert_eq!(ports.len(), 30);
+}
