@@ -18,6 +18,9 @@ use kruise_api::pod::Pod;
 use kruise_ordering::predicates::revision_label;
 use serde_json::{Map, Value};
 
+pub mod gojson;
+pub mod quantity;
+
 /// Kubernetes' `rand.SafeEncodeString` alphabet: no vowels, no 0/1/3 (avoids words and
 /// look-alikes in generated names).
 pub const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

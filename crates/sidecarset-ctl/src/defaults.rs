@@ -5,7 +5,8 @@
 //! defaulting fills it in on the Pod.
 
 use kruise_api::apps_v1alpha1::SidecarSetSpec;
-use kruise_workload::pod_defaults::{container_defaults, keep_pull_policies, volume_defaults};
+use kruise_workload::pod_defaults::{keep_pull_policies, pull_policy_for, volume_defaults};
+use kruise_workload::revision::quantity;
 use serde_json::{Map, Value, json};
 
 /// The defaulted object (idempotent: defaulting a defaulted object changes nothing).
@@ -62,6 +63,13 @@ pub fn with_defaults_from(object: &Value, old: Option<&Value>) -> Value {
         }
     }
     spec.entry("revisionHistoryLimit").or_insert(json!(10));
+    if let Some(revision) = spec
+        .get_mut("injectionStrategy")
+        .and_then(|s| s.get_mut("revision"))
+        .and_then(Value::as_object_mut)
+    {
+        set_if_empty(revision, "policy", json!("Always"));
+    }
     if let Some(patches) = spec
         .get_mut("patchPodMetadata")
         .and_then(Value::as_array_mut)
@@ -73,23 +81,120 @@ pub fn with_defaults_from(object: &Value, old: Option<&Value>) -> Value {
     obj
 }
 
+/// Upstream's sidecar container defaults (openkruise/kruise v1.9.0
+/// apis/apps/defaults/v1alpha1.go `setDefaultSidecarContainer`): the core container
+/// defaults, but of the probes only liveness and readiness (a startup probe is left as
+/// written) and resources rounded up to 1m. They are part of what the hash covers, so
+/// they follow upstream exactly; a value Go reads as empty (absent, `null`, `""`, `0`)
+/// is defaulted.
 fn sidecar_defaults(c: &mut Map<String, Value>, inject_policy: &str) {
-    c.entry("podInjectPolicy").or_insert(json!(inject_policy));
-    if let Some(s) = c
-        .entry("upgradeStrategy")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-    {
-        s.entry("upgradeType").or_insert(json!("ColdUpgrade"));
+    set_if_empty(c, "podInjectPolicy", json!(inject_policy));
+    if let Some(s) = object_entry(c, "upgradeStrategy") {
+        set_if_empty(s, "upgradeType", json!("ColdUpgrade"));
     }
-    if let Some(s) = c
-        .entry("shareVolumePolicy")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-    {
-        s.entry("type").or_insert(json!("disabled"));
+    if let Some(s) = object_entry(c, "shareVolumePolicy") {
+        set_if_empty(s, "type", json!("disabled"));
     }
-    container_defaults(c);
+    if is_empty(c.get("imagePullPolicy")) {
+        let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+        c.insert("imagePullPolicy".into(), json!(pull_policy_for(image)));
+    }
+    set_if_empty(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_if_empty(c, "terminationMessagePolicy", json!("File"));
+    for p in list(c, "ports") {
+        set_if_empty(p, "protocol", json!("TCP"));
+    }
+    for t in list(c, "transferEnv") {
+        if let Some(f) = t
+            .get_mut("sourceContainerNameFrom")
+            .and_then(|s| s.get_mut("fieldRef"))
+            .and_then(Value::as_object_mut)
+        {
+            set_if_empty(f, "apiVersion", json!("v1"));
+        }
+    }
+    for e in list(c, "env") {
+        if let Some(f) = e
+            .get_mut("valueFrom")
+            .and_then(|s| s.get_mut("fieldRef"))
+            .and_then(Value::as_object_mut)
+        {
+            set_if_empty(f, "apiVersion", json!("v1"));
+        }
+    }
+    if let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut) {
+        for key in ["limits", "requests"] {
+            if let Some(list) = resources.get_mut(key).and_then(Value::as_object_mut) {
+                for q in list.values_mut() {
+                    if let Some(rounded) = q.as_str().and_then(quantity::round_up_to_milli) {
+                        *q = json!(rounded);
+                    }
+                }
+            }
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe"] {
+        if let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) {
+            set_if_empty(p, "timeoutSeconds", json!(1));
+            set_if_empty(p, "periodSeconds", json!(10));
+            set_if_empty(p, "successThreshold", json!(1));
+            set_if_empty(p, "failureThreshold", json!(3));
+            http_get_defaults(p);
+        }
+    }
+    if let Some(lifecycle) = c.get_mut("lifecycle").and_then(Value::as_object_mut) {
+        for hook in ["postStart", "preStop"] {
+            if let Some(h) = lifecycle.get_mut(hook).and_then(Value::as_object_mut) {
+                http_get_defaults(h);
+            }
+        }
+    }
+}
+
+fn http_get_defaults(handler: &mut Map<String, Value>) {
+    if let Some(get) = handler.get_mut("httpGet").and_then(Value::as_object_mut) {
+        set_if_empty(get, "path", json!("/"));
+        set_if_empty(get, "scheme", json!("HTTP"));
+    }
+}
+
+/// What Go decodes to a zero value.
+fn is_empty(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+        Some(_) => false,
+    }
+}
+
+fn set_if_empty(m: &mut Map<String, Value>, key: &str, value: Value) {
+    if is_empty(m.get(key)) {
+        m.insert(key.into(), value);
+    }
+}
+
+/// The object at `key`, created when absent or `null` (a Go struct field is never nil).
+fn object_entry<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let v = m.entry(key).or_insert_with(|| json!({}));
+    if v.is_null() {
+        *v = json!({});
+    }
+    v.as_object_mut()
+}
+
+fn list<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    m.get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
 }
 
 #[cfg(test)]

@@ -1,19 +1,23 @@
 //! The SidecarSet hashes (spec 2): `kruise.io/sidecarset-hash` and
 //! `kruise.io/sidecarset-hash-without-image`.
 //!
-//! The hash covers `containers`, plus every `initContainers` entry when any of them is a
-//! native sidecar (`restartPolicy: Always`), serialized with sorted keys (so it is stable
-//! across map orderings), hashed with SHA-256, printed in hex, and each hex byte mapped
-//! onto Kubernetes' safe alphabet: 64 characters. The image-less variant blanks every
-//! image first, so two specs that differ only in images share it: that is how the
-//! controller tells an in-place upgradable change from one that needs new Pods.
+//! As openkruise/kruise v1.9.0 pkg/control/sidecarcontrol/hash.go: the hash covers
+//! `containers`, plus every `initContainers` entry when any of them is a native sidecar
+//! (`restartPolicy: Always`), written as Go's `json.Marshal` writes upstream's types
+//! (struct fields in Go declaration order, Go's omitempty, quantities canonical:
+//! [`kruise_workload::revision::gojson`]), hashed with SHA-256, printed in hex, and each
+//! hex byte mapped onto Kubernetes' safe alphabet: 64 characters. The image-less variant
+//! blanks every image first, so two specs that differ only in images share it: that is
+//! how the controller tells an in-place upgradable change from one that needs new Pods.
 //!
-//! Byte-for-byte equality with upstream's hash would need Go's struct field order; we
-//! use sorted keys instead (documented in the README).
+//! The bytes, and so both hashes, equal upstream's (tests/parity fixtures, asserted
+//! below): a cluster can move between kruise-manager and sidecarset-ctl without its Pods
+//! looking out of date.
 
 use kruise_api::apps_v1alpha1::{SidecarContainer, SidecarSet, SidecarSetSpec};
-use kruise_workload::revision::{go_json, safe_encode};
-use serde_json::{Map, Value};
+use kruise_workload::revision::gojson::{self, Root};
+use kruise_workload::revision::safe_encode;
+use serde_json::Value;
 
 /// Both hashes of a spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,33 +62,54 @@ fn is_native_sidecar(c: &SidecarContainer) -> bool {
     c.container.restart_policy.as_deref() == Some("Always")
 }
 
-fn containers_json(list: &[SidecarContainer], without_image: bool) -> Value {
-    Value::Array(
-        list.iter()
-            .map(|c| {
-                let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
-                if without_image && let Value::Object(m) = &mut v {
-                    m.remove("image");
-                }
-                v
-            })
-            .collect(),
-    )
+/// `[]SidecarContainer` as Go's `encoding/json` writes it (an empty list is `null`: the
+/// nil slice Go decodes from a SidecarSet stored without the field).
+fn write_containers(list: &[SidecarContainer], without_image: bool, out: &mut Vec<u8>) {
+    if list.is_empty() {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    out.push(b'[');
+    for (i, c) in list.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            if without_image {
+                m.remove("image");
+            }
+            upstream_names(m);
+        }
+        out.extend_from_slice(&gojson::marshal(&v, Root::SidecarContainer));
+    }
+    out.push(b']');
+}
+
+/// Our `resourcesPolicy` type writes two fields under other names than upstream's JSON
+/// tags (it reads both); the hash uses upstream's, or Go would not see the fields.
+fn upstream_names(container: &mut serde_json::Map<String, Value>) {
+    if let Some(Value::Object(policy)) = container.get_mut("resourcesPolicy") {
+        for (ours, theirs) in [
+            ("targetContainerMode", "targetContainersMode"),
+            ("resourceExpr", "resourcesExpr"),
+        ] {
+            if let Some(v) = policy.remove(ours) {
+                policy.entry(theirs).or_insert(v);
+            }
+        }
+    }
 }
 
 fn hash_of(spec: &SidecarSetSpec, without_image: bool) -> String {
-    let mut m = Map::new();
-    m.insert(
-        "containers".into(),
-        containers_json(&spec.containers, without_image),
-    );
+    // upstream's map[string]interface{}: keys sorted, "containers" < "initContainers".
+    let mut bytes = b"{\"containers\":".to_vec();
+    write_containers(&spec.containers, without_image, &mut bytes);
     if spec.init_containers.iter().any(is_native_sidecar) {
-        m.insert(
-            "initContainers".into(),
-            containers_json(&spec.init_containers, without_image),
-        );
+        bytes.extend_from_slice(b",\"initContainers\":");
+        write_containers(&spec.init_containers, without_image, &mut bytes);
     }
-    let bytes = go_json(&Value::Object(m));
+    bytes.push(b'}');
     let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     safe_encode(&hex)
@@ -96,6 +121,57 @@ mod tests {
 
     fn spec(json: Value) -> SidecarSetSpec {
         serde_json::from_value(json).unwrap()
+    }
+
+    fn fixtures() -> Vec<Value> {
+        let expected: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/expected.json")).unwrap();
+        expected["sidecarSets"].as_array().unwrap().clone()
+    }
+
+    fn inputs() -> Vec<Value> {
+        let inputs: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/inputs.json")).unwrap();
+        inputs["sidecarSets"].as_array().unwrap().clone()
+    }
+
+    /// Upstream's hashes of the objects in tests/parity/inputs.json, computed by its own
+    /// functions (tests/parity, `make parity-fixtures`): of the object as applied, of the
+    /// object its webhook stores, and through our webhook's defaulting.
+    #[test]
+    fn hashes_equal_upstreams() {
+        let fixtures = fixtures();
+        let inputs = inputs();
+        assert_eq!(fixtures.len(), inputs.len());
+        for (f, input) in fixtures.iter().zip(&inputs) {
+            let name = f["name"].as_str().unwrap();
+            let applied: SidecarSet = serde_json::from_value(input.clone()).unwrap();
+            assert_eq!(
+                hashes(&applied.spec),
+                Hashes {
+                    hash: f["rawHash"].as_str().unwrap().into(),
+                    without_image: f["rawHashWithoutImage"].as_str().unwrap().into(),
+                },
+                "{name}: as applied"
+            );
+            let want = Hashes {
+                hash: f["hash"].as_str().unwrap().into(),
+                without_image: f["hashWithoutImage"].as_str().unwrap().into(),
+            };
+            let stored: SidecarSet = serde_json::from_value(f["stored"].clone()).unwrap();
+            let mut bare = stored.clone();
+            bare.metadata.annotations = None;
+            assert_eq!(hashes(&bare.spec), want, "{name}: as upstream stores it");
+            assert_eq!(hashes_of(&stored), want, "{name}: annotations");
+            let ours = crate::webhook::defaulted_with_hashes(input, None);
+            let ours: SidecarSet = serde_json::from_value(ours).unwrap();
+            assert_eq!(hashes_of(&ours), want, "{name}: our webhook");
+            assert_eq!(
+                hashes_of(&bare),
+                want,
+                "{name}: computed when not annotated"
+            );
+        }
     }
 
     #[test]

@@ -278,24 +278,57 @@ pub fn patch_between(before: &Pod, after: &Pod) -> Result<json_patch::Patch, ser
 pub fn mutate_sidecarset(
     req: AdmissionRequest<DynamicObject>,
 ) -> Result<AdmissionResponse, HandlerError> {
-    kruise_runtime::webhook::mutate_json(&req, |raw, old| {
-        let mut defaulted = defaults::with_defaults_from(raw, old);
-        // A spec that does not decode gets no hashes; validation then names the field.
-        if let Ok(ss) = serde_json::from_value::<SidecarSet>(defaulted.clone()) {
-            let h = hash::hashes(&ss.spec);
-            if let Some(meta) = defaulted.get_mut("metadata").and_then(Value::as_object_mut) {
-                let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
-                if let Some(a) = annotations.as_object_mut() {
-                    a.insert(keys::SIDECARSET_HASH.into(), json!(h.hash));
-                    a.insert(
-                        keys::SIDECARSET_HASH_WITHOUT_IMAGE.into(),
-                        json!(h.without_image),
-                    );
-                }
-            }
+    kruise_runtime::webhook::mutate_json(&req, defaulted_with_hashes)
+}
+
+/// The object defaulted, with both hash annotations. On UPDATE (`old`: the stored
+/// object), a hash whose input did not change keeps the stored value: a metadata or
+/// strategy edit never moves Pods out of date, nor does an image-only edit change the
+/// image-less hash, even when the stored values were written by another implementation
+/// (kruise-manager, or an earlier version of ours).
+pub fn defaulted_with_hashes(raw: &Value, old: Option<&Value>) -> Value {
+    let mut defaulted = defaults::with_defaults_from(raw, old);
+    // A spec that does not decode gets no hashes; validation then names the field.
+    let Ok(ss) = serde_json::from_value::<SidecarSet>(defaulted.clone()) else {
+        return defaulted;
+    };
+    let new = hash::hashes(&ss.spec);
+    let old = old.and_then(|o| serde_json::from_value::<SidecarSet>(o.clone()).ok());
+    let kept = |key: &str, computed: &str, old_computed: Option<&str>| -> String {
+        let stored = old
+            .as_ref()
+            .and_then(|o| o.metadata.annotations.as_ref())
+            .and_then(|a| a.get(key))
+            .filter(|v| !v.is_empty());
+        match stored {
+            Some(stored) if old_computed == Some(computed) => stored.clone(),
+            _ => computed.to_string(),
         }
-        defaulted
-    })
+    };
+    let old_hashes = old
+        .as_ref()
+        .map(|o| hash::hashes(&defaults::defaulted_spec(&o.spec)));
+    let hash = kept(
+        keys::SIDECARSET_HASH,
+        &new.hash,
+        old_hashes.as_ref().map(|h| h.hash.as_str()),
+    );
+    let without_image = kept(
+        keys::SIDECARSET_HASH_WITHOUT_IMAGE,
+        &new.without_image,
+        old_hashes.as_ref().map(|h| h.without_image.as_str()),
+    );
+    if let Some(meta) = defaulted.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(keys::SIDECARSET_HASH.into(), json!(hash));
+            a.insert(
+                keys::SIDECARSET_HASH_WITHOUT_IMAGE.into(),
+                json!(without_image),
+            );
+        }
+    }
+    defaulted
 }
 
 /// SidecarSet CREATE/UPDATE: spec 3.
@@ -609,6 +642,65 @@ mod tests {
         let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
         json_patch::patch(&mut doc, &patch).unwrap();
         assert_eq!(doc, serde_json::to_value(&after).unwrap());
+    }
+
+    fn annotations(obj: &Value) -> (String, String) {
+        let a = &obj["metadata"]["annotations"];
+        (
+            a[keys::SIDECARSET_HASH].as_str().unwrap().to_string(),
+            a[keys::SIDECARSET_HASH_WITHOUT_IMAGE]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        )
+    }
+
+    fn sidecarset(image: &str, stored: Option<(&str, &str)>) -> Value {
+        let mut obj = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+            "metadata": {"name": "s", "labels": {"l": "1"}},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "containers": [{"name": "c", "image": image}]}});
+        if let Some((h, w)) = stored {
+            obj["metadata"]["annotations"] =
+                json!({keys::SIDECARSET_HASH: h, keys::SIDECARSET_HASH_WITHOUT_IMAGE: w});
+        }
+        obj
+    }
+
+    #[test]
+    fn an_update_keeps_the_stored_hashes_of_unchanged_containers() {
+        // Stored by another implementation: values we would not compute.
+        let old =
+            defaults::with_defaults(&sidecarset("busybox:1.36", Some(("theirs", "theirs-w"))));
+        let mut edited = old.clone();
+        edited["metadata"]["labels"]["l"] = json!("2");
+        edited["spec"]["updateStrategy"]["partition"] = json!(3);
+        assert_eq!(
+            annotations(&defaulted_with_hashes(&edited, Some(&old))),
+            ("theirs".into(), "theirs-w".into())
+        );
+        // An image-only edit: the hash is new, the image-less one is kept.
+        let mut bumped = old.clone();
+        bumped["spec"]["containers"][0]["image"] = json!("busybox:1.37");
+        let (hash, without_image) = annotations(&defaulted_with_hashes(&bumped, Some(&old)));
+        assert_eq!(without_image, "theirs-w");
+        assert_eq!(
+            hash,
+            hash::hashes(
+                &serde_json::from_value::<SidecarSet>(defaults::with_defaults(&bumped))
+                    .unwrap()
+                    .spec
+            )
+            .hash
+        );
+        // Any other container change: both new.
+        let mut changed = old.clone();
+        changed["spec"]["containers"][0]["command"] = json!(["sleep", "1"]);
+        let (hash, without_image) = annotations(&defaulted_with_hashes(&changed, Some(&old)));
+        assert_ne!(hash, "theirs");
+        assert_ne!(without_image, "theirs-w");
+        // CREATE: computed.
+        let created = defaulted_with_hashes(&sidecarset("busybox:1.36", Some(("x", "y"))), None);
+        assert_eq!(annotations(&created).0.len(), 64);
     }
 
     #[test]
