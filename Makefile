@@ -15,6 +15,7 @@ E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz
+.PHONY: parity-fixtures
 .PHONY: chaos
 
 help:
@@ -72,6 +73,9 @@ bench: cluster ## benchmarks on the local cluster (not part of make test); resul
 bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000 [BENCH_INPLACE=0]; results in target/bench/compare.json
 	cargo build --release --quiet -p cloneset-ctl
 	@tests/bench/compare.sh
+
+parity-fixtures: ## regenerate tests/parity/expected.json and the Go struct table from upstream v1.9.0's own functions (needs Go; not part of make test)
+	@tests/parity/generate.sh
 
 SUITE ?= all
 conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all [FOCUS=regex]; results in target/conformance/
