@@ -6,6 +6,7 @@
 #                          (`make up-real`) also the node agent daemon-agent for real-0
 #   controllers.sh down    stop them
 #   controllers.sh list    print "<binary> <admin-port> <webhook-port>" per controller
+#   controllers.sh crds [DIR]  only the CRD step of `up`: apply deploy/crds/ (or DIR)
 #
 # Logs: .local/logs/<binary>.log; pids: .local/run/<binary>.pid. Admin ports start at
 # 18080, webhook ports at 19443, one each per controller in the order of controllers.txt,
@@ -129,6 +130,40 @@ forget_endpoints() {
   done
 }
 
+# Applies deploy/crds/, also over an OpenKruise install (kruise-manager v1.9.0): its CRDs
+# point their conversion at kruise-manager's Service, which server-side apply cannot
+# remove (another field manager owns it). Such a conversion is reset to None first: the
+# controllers started here register their own (a URL, which cannot be merged with a
+# Service), and Advanced StatefulSet's CRD states `strategy: None`, which the apiserver
+# refuses next to a leftover webhook. On a failure, says which CRD and why, and fails.
+install_crds() {
+  local kubectl=$1 dir=${2:-$root/deploy/crds} name service f out failed=()
+  while read -r name service; do
+    [ -n "$service" ] && [ -f "$dir/$name.yaml" ] || continue
+    log "$name: conversion webhook at Service $service (kruise-manager's?): reset to None"
+    $kubectl patch crd "$name" --type=merge \
+      -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null
+  done < <($kubectl get crd -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.conversion.webhook.clientConfig.service.namespace}{"/"}{.spec.conversion.webhook.clientConfig.service.name}{"\n"}{end}' |
+    sed 's| /$| |')
+  if ! $kubectl apply --server-side --force-conflicts -f "$dir/" >/dev/null 2>&1; then
+    # Once more file by file, to name each CRD that does not apply.
+    for f in "$dir"/*.yaml; do
+      if ! out=$($kubectl apply --server-side --force-conflicts -f "$f" 2>&1); then
+        log "CRD $(basename "$f" .yaml) does not apply: $out"
+        failed+=("$(basename "$f" .yaml)")
+      fi
+    done
+    if [ ${#failed[@]} -gt 0 ]; then
+      log "${#failed[@]} CRD(s) not installed: ${failed[*]}; no controller started"
+      return 1
+    fi
+  fi
+  if ! out=$($kubectl wait --for condition=established --timeout=60s -f "$dir/" 2>&1); then
+    log "CRDs not Established after 60s: $out"
+    return 1
+  fi
+}
+
 up() {
   local bin
   bin=$("$here/cluster.sh" bin)
@@ -139,8 +174,7 @@ up() {
     (cd "$root" && cargo build --quiet $(printf -- '--bin %s ' "${CONTROLLERS[@]}"))
   fi
   log "installing CRDs"
-  $kubectl apply --server-side --force-conflicts -f "$root/deploy/crds/" >/dev/null
-  $kubectl wait --for condition=established --timeout=60s -f "$root/deploy/crds/" >/dev/null
+  install_crds "$kubectl"
   # kruise-system, and the config namespace (kruise-daemon-config: the node agent's, where
   # imagepulljob-ctl copies the jobs' pull secrets), as a deployment has them.
   for ns in kruise-system kruise-daemon-config; do
@@ -188,10 +222,11 @@ up() {
 
 case "${1:-}" in
   up) up ;;
+  crds) install_crds "$("$here/cluster.sh" bin)/kubectl --kubeconfig $kubeconfig" "${2:-}" ;;
   down) stop ;;
   list) list ;;
   *)
-    echo "usage: $0 up|down|list" >&2
+    echo "usage: $0 up|down|list|crds [DIR]" >&2
     exit 2
     ;;
 esac

@@ -26,5 +26,6 @@ mod sidecarset;
 mod smoke;
 mod statefulset;
 mod uniteddeployment;
+mod upstream_crds;
 mod webhook;
 mod workloadspread;
