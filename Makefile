@@ -14,7 +14,7 @@ KUBECONFIG_LOCAL := $(CURDIR)/.local/kubeconfig
 E2E_THREADS ?= 6
 
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
-.PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz
+.PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
 .PHONY: chaos
 
@@ -55,6 +55,7 @@ crds: ## regenerate deploy/crds from the Rust types
 lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	$$(tests/helm/build.sh) lint --strict deploy/helm/kruise-rs
 
 unit: deps ## unit and property tests (no cluster)
 	cargo test --workspace --exclude kruise-e2e --quiet
@@ -95,6 +96,9 @@ chaos: deps ## controllers shot at (leader kill -9, apiserver restart, etcd comp
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images
 	@tests/images.sh
+
+helm-test: deps ## the Helm chart deploy/helm/kruise-rs installed, upgraded and uninstalled on the real node (make up-real first; not part of make test) [NO_BUILD=1]
+	@tests/helm/install.sh
 
 up-real: deps ## the local cluster with the real node real-0 (kubelet + containerd + registries; root; make test starts it too when run as root)
 	@tests/deps.sh --real-node

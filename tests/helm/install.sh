@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `make helm-test`: the chart installed for real on the local cluster's real node
+# (`make up-real` first; not part of make test), images from the node's registry:
+#
+#   1. tests/images.sh --push <the node's registry>: every controller, the node agent and
+#      kruise-helm-hook (the uninstall guard), as deploy-local does;
+#   2. helm upgrade --install (release kruise in default, --take-ownership of the CRDs and
+#      namespaces an earlier `make up` or deploy-local made) with every controller on the
+#      real node → every controller Ready, the node agent Ready, and a CloneSet of
+#      examples/cloneset-cs-demo.yaml defaulted and validated by the chart's webhooks and
+#      reaching its replicas (tests/helm/tests/install.rs: installed);
+#   3. helm upgrade disabling the BroadcastJob controller and turning on the gate
+#      ResourcesDeletionProtection → its Deployment, RBAC, Services and webhooks gone, its
+#      CRD kept, the other controllers' RBAC, Services and webhooks untouched, not one of
+#      the CloneSet's Pods rewritten, deletion protection now on (install.rs: upgraded);
+#   4. helm uninstall refused by the guard while the CloneSet exists (its message checked),
+#      nothing deleted (install.rs: guard_held); the CloneSet deleted, helm uninstall
+#      goes through, the CRDs stay (install.rs: uninstalled).
+#
+#   tests/helm/install.sh             all of the above (NO_BUILD=1: push the images built before)
+#   tests/helm/install.sh dry-run     helm install --dry-run=server against $KUBECONFIG's
+#                                     cluster (no real node needed): renders with the
+#                                     cluster's capabilities and lookups, nothing created
+#   tests/helm/install.sh delete      helm uninstall --no-hooks (CRDs stay)
+#
+# Controllers installed here act cluster-wide: the kwok e2e suite (which runs its own) and
+# `make up`'s controllers must not run beside them (make down, then make up-real).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+state=${KRUISE_LOCAL_DIR:-$root/.local}
+export KUBECONFIG=${KUBECONFIG:-$state/kubeconfig}
+release=${HELM_RELEASE:-kruise}
+release_ns=${HELM_RELEASE_NAMESPACE:-default}
+chart=$root/deploy/helm/kruise-rs
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+tag=${IMAGE_TAG:-$version}
+dir=$state/helm-test
+mkdir -p "$dir"
+log() { echo "helm-test: $*" >&2; }
+helm_bin=$(tests/helm/build.sh)
+# The symlink to deploy/crds is by design (files/crds): Helm's notice about it is noise.
+helm() { "$helm_bin" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
+phase() { # the typed assertions of one phase (tests/helm/tests/install.rs)
+  KRUISE_HELM_INSTALL=1 HELM_TEST_DIR=$dir cargo test -p kruise-helm-tests --quiet --test install -- \
+    --ignored --exact --test-threads=1 "$1"
+}
+
+case "${1:-}" in
+  dry-run)
+    log "helm install --dry-run=server against $KUBECONFIG"
+    helm upgrade --install "$release" "$chart" -n "$release_ns" --dry-run=server --take-ownership >"$dir/dry-run.yaml"
+    log "rendered $(grep -c '^kind:' "$dir/dry-run.yaml") objects into $dir/dry-run.yaml"
+    exit 0
+    ;;
+  delete)
+    helm uninstall "$release" -n "$release_ns" --no-hooks --wait --ignore-not-found
+    exit 0
+    ;;
+  "") ;;
+  *)
+    echo "usage: $0 [dry-run | delete]" >&2
+    exit 2
+    ;;
+esac
+
+if ! tests/cluster/node.sh status; then
+  log "the real node is not up: make up-real (KRUISE_REAL_NODE=1 tests/cluster/cluster.sh up)"
+  exit 1
+fi
+eval "$(tests/cluster/node.sh env)"
+started=$SECONDS
+
+bins="$(grep -v '^#' tests/cluster/controllers.txt | tr '\n' ' ') daemon-agent kruise-helm-hook"
+BINS="$bins" tests/images.sh --push "$KRUISE_REGISTRY"
+
+# Every controller (and the guard) on the real node, the agent at its containerd socket
+# (under .local/, not /var/run), and the agent's reads granted by RBAC: the local
+# apiserver's node-scoped authorizer is served by `make up`'s imagepulljob-ctl on the host,
+# which does not run here (as deploy-local.sh).
+cat >"$dir/values.yaml" <<VALUES
+# Written by tests/helm/install.sh.
+image:
+  repository: $KRUISE_REGISTRY/kruise-rs
+  tag: "$tag"
+manager:
+  nodeSelector: {node.kruise.io/real: "true"}
+  tolerations:
+  - {key: node.kruise.io/real, operator: Exists, effect: NoSchedule}
+daemon:
+  nodeSelector: {node.kruise.io/real: "true"}
+  socketLocation: $(dirname "$KRUISE_CONTAINERD_SOCKET")
+  socketFile: $(basename "$KRUISE_CONTAINERD_SOCKET")
+  clusterReads: true
+VALUES
+
+log "installing release $release ($chart) with $dir/values.yaml"
+helm upgrade --install "$release" "$chart" -n "$release_ns" --take-ownership \
+  -f "$dir/values.yaml" --wait --timeout 10m
+phase installed
+
+log "upgrading: broadcastjob.enabled=false, featureGates=ResourcesDeletionProtection=true"
+phase snapshot
+helm upgrade "$release" "$chart" -n "$release_ns" --reuse-values \
+  --set broadcastjob.enabled=false --set featureGates=ResourcesDeletionProtection=true \
+  --wait --timeout 10m
+phase upgraded
+
+log "uninstalling while the CloneSet exists: the guard must refuse"
+if helm uninstall "$release" -n "$release_ns" --wait --timeout 5m >"$dir/refused.txt" 2>&1; then
+  cat "$dir/refused.txt" >&2
+  log "FAIL: helm uninstall went through while a CloneSet exists"
+  exit 1
+fi
+cat "$dir/refused.txt" >&2
+phase guard_held
+
+log "uninstalling after the CloneSet is gone"
+"$(tests/cluster/cluster.sh bin)/kubectl" delete namespace helm-test --wait=true --timeout=180s
+helm uninstall "$release" -n "$release_ns" --wait --timeout 5m
+phase uninstalled
+log "passed in $((SECONDS - started))s"
