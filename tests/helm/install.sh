@@ -19,8 +19,10 @@
 #
 #   tests/helm/install.sh             all of the above (NO_BUILD=1: push the images built before)
 #   tests/helm/install.sh dry-run     helm install --dry-run=server against $KUBECONFIG's
-#                                     cluster (no real node needed): renders with the
-#                                     cluster's capabilities and lookups, nothing created
+#                                     cluster (no real node needed), then every rendered
+#                                     object through a server-side dry-run apply: the
+#                                     apiserver's validation, admission and CRD schemas,
+#                                     nothing created
 #   tests/helm/install.sh delete      helm uninstall --no-hooks (CRDs stay)
 #
 # Controllers installed here act cluster-wide: the kwok e2e suite (which runs its own) and
@@ -50,8 +52,16 @@ phase() { # the typed assertions of one phase (tests/helm/tests/install.rs)
 case "${1:-}" in
   dry-run)
     log "helm install --dry-run=server against $KUBECONFIG"
-    helm upgrade --install "$release" "$chart" -n "$release_ns" --dry-run=server --take-ownership >"$dir/dry-run.yaml"
+    helm upgrade --install "$release" "$chart" -n "$release_ns" --dry-run=server --take-ownership >"$dir/dry-run.txt"
+    # The manifests (hooks included) without Helm's release summary around them.
+    sed -n '/^HOOKS:$/,$p' "$dir/dry-run.txt" | sed '1d; /^MANIFEST:$/d; /^NOTES:$/,$d' >"$dir/dry-run.yaml"
     log "rendered $(grep -c '^kind:' "$dir/dry-run.yaml") objects into $dir/dry-run.yaml"
+    # Each object through the apiserver's validation, admission and CRD schemas, nothing
+    # persisted (server-side dry run; conflicts with what `make up` applied are forced, in
+    # the dry run only).
+    "$(tests/cluster/cluster.sh bin)/kubectl" apply --server-side --dry-run=server --force-conflicts \
+      --field-manager=helm-test-dry-run -f "$dir/dry-run.yaml" >"$dir/dry-run-apply.txt"
+    log "server-side dry run: $(wc -l <"$dir/dry-run-apply.txt") objects accepted"
     exit 0
     ;;
   delete)
