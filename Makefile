@@ -16,7 +16,7 @@ E2E_THREADS ?= 6
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
-.PHONY: chaos
+.PHONY: chaos migration-test
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -74,6 +74,9 @@ bench: cluster ## benchmarks on the local cluster (not part of make test); resul
 bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000 [BENCH_INPLACE=0]; results in target/bench/compare.json
 	cargo build --release --quiet -p cloneset-ctl
 	@tests/bench/compare.sh
+
+migration-test: deps ## a live switch from upstream kruise-manager v1.9.0 to ours and back, on a cluster of its own (not part of make test): 0 Pod writes, no Pod recreated, no new revision, rollouts after each switch; results in target/migration/summary.json
+	@tests/migration/run.sh
 
 parity-fixtures: ## regenerate tests/parity/expected.json and the Go struct table from upstream v1.9.0's own functions (needs Go; not part of make test)
 	@tests/parity/generate.sh

@@ -16,6 +16,7 @@ mod envfrommetadata;
 mod foreignleader;
 mod imagepull;
 mod launchpriority;
+mod migration;
 mod persistentpodstate;
 mod protection;
 #[path = "pub.rs"]
