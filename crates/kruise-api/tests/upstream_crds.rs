@@ -198,6 +198,22 @@ fn ours_apply_over_openkruise_1_9_and_keep_its_objects_readable() {
             let Some(mine) = crd.spec.versions.iter().find(|m| m.name == v.name) else {
                 continue;
             };
+            // kubectl get shows upstream's columns, in upstream's order (ours may add one).
+            let columns = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
+                v.additional_printer_columns
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.clone(), c.json_path.clone()))
+                    .collect::<Vec<_>>()
+            };
+            let (theirs_cols, ours_cols) = (columns(v), columns(mine));
+            let mut rest = ours_cols.iter();
+            if !theirs_cols.iter().all(|c| rest.any(|o| o == c)) {
+                problems.push(format!(
+                    "{name} {}: printer columns {ours_cols:?} (upstream {theirs_cols:?})",
+                    v.name
+                ));
+            }
             let sub = |s: &Option<_>| serde_json::to_value(s).unwrap();
             if sub(&mine.subresources) != sub(&v.subresources) {
                 problems.push(format!(

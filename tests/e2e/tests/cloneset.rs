@@ -295,6 +295,7 @@ async fn scenario_create_three_pods_directly() {
             "DESIRED",
             "UPDATED",
             "UPDATED_READY",
+            "UPDATED_AVAILABLE",
             "READY",
             "TOTAL",
             "AGE"

@@ -49,6 +49,12 @@ use crate::appspub::{
         description = "The number of pods updated and ready."
     ),
     printcolumn(
+        name = "UPDATED_AVAILABLE",
+        type_ = "integer",
+        json_path = ".status.updatedAvailableReplicas",
+        description = "The number of pods updated and available."
+    ),
+    printcolumn(
         name = "READY",
         type_ = "integer",
         json_path = ".status.readyReplicas",

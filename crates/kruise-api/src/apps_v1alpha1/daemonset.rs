@@ -27,22 +27,34 @@ use crate::appspub::Lifecycle;
     derive = "Default",
     doc = "Advanced DaemonSet: apps/v1 DaemonSet plus partitioned, node-selected, paused, surging and in-place rollout.",
     printcolumn(
-        name = "DesiredNumber",
+        name = "DESIRED",
         type_ = "integer",
         json_path = ".status.desiredNumberScheduled",
         description = "The desired number of pods."
     ),
     printcolumn(
-        name = "CurrentNumber",
+        name = "CURRENT",
         type_ = "integer",
         json_path = ".status.currentNumberScheduled",
         description = "The current number of pods."
     ),
     printcolumn(
-        name = "UpdatedNumberScheduled",
+        name = "READY",
+        type_ = "integer",
+        json_path = ".status.numberReady",
+        description = "The ready number of pods."
+    ),
+    printcolumn(
+        name = "UP-TO-DATE",
         type_ = "integer",
         json_path = ".status.updatedNumberScheduled",
         description = "The updated number of pods."
+    ),
+    printcolumn(
+        name = "AVAILABLE",
+        type_ = "integer",
+        json_path = ".status.numberAvailable",
+        description = "The available number of pods."
     ),
     printcolumn(
         name = "AGE",
@@ -413,13 +425,11 @@ spec:
         assert_eq!(
             columns,
             vec![
-                ("DesiredNumber", ".status.desiredNumberScheduled", None),
-                ("CurrentNumber", ".status.currentNumberScheduled", None),
-                (
-                    "UpdatedNumberScheduled",
-                    ".status.updatedNumberScheduled",
-                    None
-                ),
+                ("DESIRED", ".status.desiredNumberScheduled", None),
+                ("CURRENT", ".status.currentNumberScheduled", None),
+                ("READY", ".status.numberReady", None),
+                ("UP-TO-DATE", ".status.updatedNumberScheduled", None),
+                ("AVAILABLE", ".status.numberAvailable", None),
                 ("AGE", ".metadata.creationTimestamp", None),
                 (
                     "CONTAINERS",
