@@ -118,7 +118,8 @@ helm upgrade "$release" "$chart" -n "$release_ns" --reuse-values \
 phase upgraded
 
 log "uninstalling while the CloneSet exists: the guard must refuse"
-if helm uninstall "$release" -n "$release_ns" --wait --timeout 5m >"$dir/refused.txt" 2>&1; then
+# helm itself (not the filtering wrapper): its error and the guard's log, in order, in one file.
+if "$helm_bin" uninstall "$release" -n "$release_ns" --wait --timeout 5m >"$dir/refused.txt" 2>&1; then
   cat "$dir/refused.txt" >&2
   log "FAIL: helm uninstall went through while a CloneSet exists"
   exit 1
