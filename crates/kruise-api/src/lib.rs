@@ -103,6 +103,12 @@ fn converted_by_relabelling(mut crd: CustomResourceDefinition) -> CustomResource
 /// One CRD with both versions, v1alpha1 stored: the controllers read v1alpha1, and
 /// their conversion webhooks serve v1beta1 ([`conversion`]); v1beta1 is served from the
 /// moment a cluster-wide controller has registered its conversion webhook.
+///
+/// OpenKruise 1.9 stores v1beta1. Over its install our CRD keeps v1beta1 (it is in
+/// `status.storedVersions`) and stores new writes as v1alpha1; objects it stored as
+/// v1beta1 are read through the same webhook (tests/upstream_crds.rs). Storing v1beta1
+/// instead would send every watch and write of the controllers through the webhook,
+/// and make their reads depend on it being up.
 #[allow(
     clippy::expect_used,
     reason = "runs on our own generated CRDs (crdgen and tests), never on input"
