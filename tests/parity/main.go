@@ -277,6 +277,10 @@ type revisionOut struct {
 	Hash           string          `json:"hash"`
 	// The ControllerRevision data, byte for byte (a JSON string of the bytes).
 	Data string `json:"data"`
+	// The same for the object as applied, not defaulted (stored by a webhook that did
+	// not default it the way upstream's does): what upstream computes when it reads it.
+	RawRevision string `json:"rawRevision"`
+	RawData     string `json:"rawData"`
 }
 
 type outputs struct {
@@ -294,6 +298,12 @@ type quantityOut struct {
 	In        string `json:"in"`
 	Canonical string `json:"canonical"`
 	Milli     string `json:"milli"`
+}
+
+// hashOf is the hash part of a revision name (the controller-revision-hash label of
+// the Pods at that revision).
+func hashOf(name string) string {
+	return name[strings.LastIndex(name, "-")+1:]
 }
 
 // stored is what the apiserver keeps after upstream's webhook: the defaulted object
@@ -352,11 +362,13 @@ func writeFixtures(r io.Reader, w io.Writer) error {
 	}
 
 	for _, raw := range in.CloneSets {
-		var cs appsv1beta1.CloneSet
+		// Stored as v1alpha1 (the version applied, defaulted by upstream's v1alpha1
+		// webhook); upstream's controller reads it as v1beta1, whose template is the same.
+		var cs appsv1alpha1.CloneSet
 		if err := json.Unmarshal(raw, &cs); err != nil {
 			return err
 		}
-		defaults.SetDefaultsCloneSetV1beta1(&cs, true)
+		defaults.SetDefaultsCloneSet(&cs, true)
 		var informer appsv1beta1.CloneSet
 		st, err := stored(&cs, &informer)
 		if err != nil {
@@ -371,9 +383,18 @@ func writeFixtures(r io.Reader, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		var applied appsv1beta1.CloneSet
+		if err := json.Unmarshal(raw, &applied); err != nil {
+			return err
+		}
+		rawCr, err := clonesetrevision.NewRevisionControl().NewRevision(&applied, 1, &cc)
+		if err != nil {
+			return err
+		}
 		out.CloneSets = append(out.CloneSets, revisionOut{
 			Name: informer.Name, CollisionCount: informer.Status.CollisionCount, Stored: st,
-			Revision: cr.Name, Hash: cr.Labels[appsv1.ControllerRevisionHashLabelKey], Data: string(cr.Data.Raw),
+			Revision: cr.Name, Hash: hashOf(cr.Name), Data: string(cr.Data.Raw),
+			RawRevision: rawCr.Name, RawData: string(rawCr.Data.Raw),
 		})
 	}
 
@@ -396,18 +417,27 @@ func writeFixtures(r io.Reader, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		var applied appsv1beta1.StatefulSet
+		if err := json.Unmarshal(raw, &applied); err != nil {
+			return err
+		}
+		rawCr, err := statefulSetNewRevision(&applied, 1, &cc)
+		if err != nil {
+			return err
+		}
 		out.StatefulSets = append(out.StatefulSets, revisionOut{
 			Name: informer.Name, CollisionCount: informer.Status.CollisionCount, Stored: st,
-			Revision: cr.Name, Hash: cr.Labels[appsv1.ControllerRevisionHashLabelKey], Data: string(cr.Data.Raw),
+			Revision: cr.Name, Hash: hashOf(cr.Name), Data: string(cr.Data.Raw),
+			RawRevision: rawCr.Name, RawData: string(rawCr.Data.Raw),
 		})
 	}
 
 	for _, raw := range in.DaemonSets {
-		var ds appsv1beta1.DaemonSet
+		var ds appsv1alpha1.DaemonSet
 		if err := json.Unmarshal(raw, &ds); err != nil {
 			return err
 		}
-		defaults.SetDefaultsDaemonSetV1beta1(&ds)
+		defaults.SetDefaultsDaemonSet(&ds)
 		var informer appsv1beta1.DaemonSet
 		st, err := stored(&ds, &informer)
 		if err != nil {
@@ -420,9 +450,19 @@ func writeFixtures(r io.Reader, w io.Writer) error {
 			return err
 		}
 		hash := kubecontroller.ComputeHash(&informer.Spec.Template, informer.Status.CollisionCount)
+		var applied appsv1beta1.DaemonSet
+		if err := json.Unmarshal(raw, &applied); err != nil {
+			return err
+		}
+		rawPatch, err := daemonSetGetPatch(&applied)
+		if err != nil {
+			return err
+		}
+		rawHash := kubecontroller.ComputeHash(&applied.Spec.Template, applied.Status.CollisionCount)
 		out.DaemonSets = append(out.DaemonSets, revisionOut{
 			Name: informer.Name, CollisionCount: informer.Status.CollisionCount, Stored: st,
 			Revision: informer.Name + "-" + hash, Hash: hash, Data: string(patch),
+			RawRevision: applied.Name + "-" + rawHash, RawData: string(rawPatch),
 		})
 	}
 

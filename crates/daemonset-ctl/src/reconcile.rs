@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Node;
 use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_api::pod::Pod;
 use kruise_workload::history::{self, RevisionSource};
-use kruise_workload::revision::revision_data;
+use kruise_workload::revision::pod_template_revision_data;
 use kruise_workload::{Action as WorkloadAction, min_duration};
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -18,6 +18,16 @@ use crate::Context;
 use crate::error::{Error, Result};
 use crate::events::CONTROLLER_NAME;
 use crate::plan::{Layout, World, compute_status, plan, target_node};
+
+/// The revision data of the DaemonSet's template, byte for byte what upstream's
+/// `getPatch` writes (openkruise/kruise v1.9.0 pkg/controller/daemonset/daemonset_history.go):
+/// upstream matches its current revision by these bytes, so after a switch back it keeps
+/// the revisions, and the Pods' `controller-revision-hash`, that we wrote.
+pub fn revision_data(ds: &DaemonSet) -> serde_json::Result<serde_json::Value> {
+    Ok(pod_template_revision_data(&serde_json::to_value(
+        &ds.spec.template,
+    )?))
+}
 
 /// Runs inside `Reconciler::run` (span, metrics, backoff).
 pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action> {
@@ -58,7 +68,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action> 
         RevisionSource {
             owner: ds.controller_owner_ref(&()).ok_or_else(missing)?,
             namespace: &ns,
-            data: revision_data(&serde_json::to_value(&ds.spec.template)?),
+            data: revision_data(ds)?,
             labels: ds
                 .spec
                 .template
@@ -112,4 +122,36 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action> 
     history::truncate_history(&ctx.client, &ns, &revisions, &world.pods, limit).await?;
     let held = executed?.requeue_after();
     Ok(min_duration(requeue, held).map_or_else(Action::await_change, Action::requeue))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Against upstream's getPatch for the DaemonSets of tests/parity/inputs.json
+    /// (`make parity-fixtures`), as its webhook stores them and as applied.
+    #[test]
+    fn revision_data_is_upstreams_get_patch() {
+        let expected: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/parity/expected.json")).unwrap();
+        let inputs: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/parity/inputs.json")).unwrap();
+        let fixtures = expected["daemonSets"].as_array().unwrap();
+        assert!(!fixtures.is_empty());
+        for (f, input) in fixtures
+            .iter()
+            .zip(inputs["daemonSets"].as_array().unwrap())
+        {
+            for (object, go) in [(&f["stored"], &f["data"]), (input, &f["rawData"])] {
+                let ds: DaemonSet = serde_json::from_value(object.clone()).unwrap();
+                let data = revision_data(&ds).unwrap();
+                assert_eq!(
+                    String::from_utf8(kruise_workload::revision::go_json(&data)).unwrap(),
+                    go.as_str().unwrap(),
+                    "{}",
+                    f["name"]
+                );
+            }
+        }
+    }
 }

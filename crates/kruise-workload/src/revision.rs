@@ -39,6 +39,20 @@ pub fn revision_data(template: &Value) -> Value {
     serde_json::json!({ "spec": { "template": template } })
 }
 
+/// The revision data of a Pod template as upstream's `getPatch` writes it (openkruise/kruise
+/// v1.9.0 pkg/controller/{cloneset/revision,statefulset,daemonset}): the template decoded
+/// into Go's `PodTemplateSpec` and encoded again ([`gojson`]: Go's zero values and
+/// omitempty, canonical quantities, fields k8s.io/api v0.32 does not have dropped), keys
+/// sorted, `"$patch":"replace"`. Equal templates give equal data whether the object was
+/// stored by upstream's webhook or ours, so each side finds the other's revisions.
+pub fn pod_template_revision_data(template: &Value) -> Value {
+    let mut template = gojson::normalize(template, gojson::Root::PodTemplateSpec);
+    if let Value::Object(map) = &mut template {
+        map.insert("$patch".into(), Value::String("replace".into()));
+    }
+    serde_json::json!({ "spec": { "template": template } })
+}
+
 fn add_go_struct_defaults(template: &mut Value) {
     let Value::Object(t) = template else { return };
     let metadata = t
@@ -254,20 +268,31 @@ pub fn new_controller_revision(
     }
 }
 
-/// Whether two revisions store the same template.
+/// Whether two revisions store the same template. When `b_data` is Pod-template data
+/// as [`pod_template_revision_data`] writes it, `a` matches too when its template is the
+/// same once decoded as Go would (a revision written by upstream, or by an earlier
+/// version of ours that did not normalize).
 pub fn equal_data(a: &ControllerRevision, b_data: &Value) -> bool {
-    a.data.as_ref().map(|d| &d.0) == Some(b_data)
+    let Some(a_data) = a.data.as_ref().map(|d| &d.0) else {
+        return false;
+    };
+    if a_data == b_data {
+        return true;
+    }
+    let (Some(a_template), Some(b_template)) = (template_of(a), template_of_data(b_data)) else {
+        return false;
+    };
+    let normalized_b = pod_template_revision_data(&b_template);
+    &normalized_b == b_data && pod_template_revision_data(&a_template) == normalized_b
 }
 
 /// The Pod template stored in a revision's data (without `$patch`).
 pub fn template_of(revision: &ControllerRevision) -> Option<Value> {
-    let mut template = revision
-        .data
-        .as_ref()?
-        .0
-        .get("spec")?
-        .get("template")?
-        .clone();
+    template_of_data(&revision.data.as_ref()?.0)
+}
+
+fn template_of_data(data: &Value) -> Option<Value> {
+    let mut template = data.get("spec")?.get("template")?.clone();
     if let Value::Object(map) = &mut template {
         map.remove("$patch");
     }
@@ -413,5 +438,128 @@ mod tests {
             let parsed: Value = serde_json::from_slice(&go_json(&v)).unwrap();
             prop_assert_eq!(parsed, v);
         }
+    }
+}
+
+/// Revisions of the workloads in tests/parity/inputs.json against what upstream v1.9.0's
+/// own functions compute (tests/parity, `make parity-fixtures`). Each object is decoded
+/// into the type its controller reads (CloneSet v1alpha1, Advanced StatefulSet v1beta1,
+/// Advanced DaemonSet v1alpha1) and its template serialized back, as the controllers do.
+#[cfg(test)]
+mod parity {
+    use super::*;
+
+    fn fixtures(kind: &str) -> Vec<Value> {
+        let expected: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/expected.json")).unwrap();
+        expected[kind].as_array().unwrap().clone()
+    }
+
+    fn template(kind: &str, object: &Value) -> Value {
+        let template = match kind {
+            "cloneSets" => serde_json::to_value(
+                serde_json::from_value::<kruise_api::apps_v1alpha1::CloneSet>(object.clone())
+                    .unwrap()
+                    .spec
+                    .template,
+            ),
+            "statefulSets" => serde_json::to_value(
+                serde_json::from_value::<kruise_api::apps_v1beta1::StatefulSet>(object.clone())
+                    .unwrap()
+                    .spec
+                    .template,
+            ),
+            _ => serde_json::to_value(
+                serde_json::from_value::<kruise_api::apps_v1alpha1::DaemonSet>(object.clone())
+                    .unwrap()
+                    .spec
+                    .template,
+            ),
+        };
+        template.unwrap()
+    }
+
+    fn inputs(kind: &str) -> Vec<Value> {
+        let inputs: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/inputs.json")).unwrap();
+        inputs[kind].as_array().unwrap().clone()
+    }
+
+    /// The bytes we send as the revision's `data`: serde_json of the value (keys sorted
+    /// as Go sorts a map's). Go also escapes `<`, `>` and `&`; ours does not, so those
+    /// compare after unescaping (see README, Migrating).
+    fn sent(data: &Value) -> String {
+        serde_json::to_string(data).unwrap()
+    }
+
+    fn go_unescaped(go: &str) -> String {
+        go.replace("\\u003c", "<")
+            .replace("\\u003e", ">")
+            .replace("\\u0026", "&")
+    }
+
+    #[test]
+    fn pod_template_revisions_equal_upstreams() {
+        for kind in ["cloneSets", "statefulSets", "daemonSets"] {
+            let fixtures = fixtures(kind);
+            let inputs = inputs(kind);
+            assert_eq!(fixtures.len(), inputs.len(), "{kind}");
+            for (f, input) in fixtures.iter().zip(&inputs) {
+                let name = f["name"].as_str().unwrap();
+                let cc = f["collisionCount"].as_i64().unwrap_or(0) as i32;
+                for (object, want_data, want_name) in [
+                    (&f["stored"], &f["data"], &f["revision"]),
+                    (input, &f["rawData"], &f["rawRevision"]),
+                ] {
+                    let data = pod_template_revision_data(&template(kind, object));
+                    let go = want_data.as_str().unwrap();
+                    assert_eq!(
+                        String::from_utf8(go_json(&data)).unwrap(),
+                        go,
+                        "{kind} {name}"
+                    );
+                    assert_eq!(sent(&data), go_unescaped(go), "{kind} {name}: sent");
+                    let ours = revision_name(name, &hash(&data, cc));
+                    if kind != "daemonSets" {
+                        assert_eq!(&ours, want_name.as_str().unwrap(), "{kind} {name}");
+                    }
+                    // Each side finds the other's revision by its data.
+                    let theirs = ControllerRevision {
+                        data: Some(RawExtension(serde_json::from_str(go).unwrap())),
+                        ..Default::default()
+                    };
+                    assert!(
+                        equal_data(&theirs, &data),
+                        "{kind} {name}: upstream's revision"
+                    );
+                }
+                // Objects stored by upstream's webhook are already what Go writes: the
+                // older, unnormalized data of ours agrees on them.
+                let stored = template(kind, &f["stored"]);
+                assert_eq!(
+                    revision_data(&stored),
+                    pod_template_revision_data(&stored),
+                    "{kind} {name}"
+                );
+            }
+        }
+    }
+
+    /// A revision written by an earlier version of ours (not normalized: `0.25` for
+    /// `250m`) still matches the same template, so upgrading ours rolls no Pod.
+    #[test]
+    fn an_unnormalized_revision_of_the_same_template_matches() {
+        let template = serde_json::json!({"metadata": {"labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "0.25"}}, "ports": []}]}});
+        let old = ControllerRevision {
+            data: Some(RawExtension(revision_data(&template))),
+            ..Default::default()
+        };
+        let new = pod_template_revision_data(&template);
+        assert_ne!(old.data.as_ref().unwrap().0, new);
+        assert!(equal_data(&old, &new));
+        let mut other = template.clone();
+        other["spec"]["containers"][0]["image"] = serde_json::json!("j");
+        assert!(!equal_data(&old, &pod_template_revision_data(&other)));
     }
 }
