@@ -487,7 +487,8 @@ mod parity {
 
     /// The bytes we send as the revision's `data`: serde_json of the value (keys sorted
     /// as Go sorts a map's). Go also escapes `<`, `>` and `&`; ours does not, so those
-    /// compare after unescaping (see README, Migrating).
+    /// compare after unescaping: a reader over JSON gets them escaped by the apiserver,
+    /// one over protobuf gets our bytes (a known difference for templates with those).
     fn sent(data: &Value) -> String {
         serde_json::to_string(data).unwrap()
     }
