@@ -1189,7 +1189,7 @@ async fn phase_create(env: &Env) -> PhaseResult {
         }
     }
     // The ContainerRecreateRequest comes after: it names a Pod.
-    let first: Vec<Kind> = kinds().into_iter().filter(|k| k.name != "crr").collect();
+    let first: Vec<Kind> = self::kinds().into_iter().filter(|k| k.name != "crr").collect();
     let settled = wait_settled(&client, &first, env.settle_timeout, &BTreeMap::new()).await;
     // The ContainerRecreateRequest, for a Pod that exists now.
     if let Some(k) = kinds.iter().find(|k| k.name == "crr") {
