@@ -315,3 +315,55 @@ fn host_network_gives_every_controller_ports_of_its_own() {
     }
     assert_eq!(ports.len(), 30);
 }
+
+#[test]
+fn the_uninstall_guard_checks_every_crd_but_node_images_and_may_read_exactly_those() {
+    let c = helm_template(&[]).expect("helm template");
+    let hooks: Vec<&Value> = c.iter().filter(|o| kruise_helm_tests::is_hook(o)).collect();
+    let kinds: BTreeSet<&str> = hooks.iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["ClusterRole", "ClusterRoleBinding", "Job", "ServiceAccount"])
+    );
+    let mut want: BTreeSet<String> = fs::read_dir(root().join("deploy/crds"))
+        .expect("deploy/crds")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_suffix(".yaml")
+                .map(str::to_string)
+        })
+        .collect();
+    want.remove("nodeimages.apps.kruise.io");
+    let job = hooks.iter().find(|o| o["kind"] == "Job").expect("the Job");
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let args: BTreeSet<String> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(args, want, "the guard's arguments");
+    assert_eq!(container["image"], "kruise-rs/kruise-helm-hook:0.1.0");
+    let role = hooks
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole")
+        .expect("the ClusterRole");
+    let listable = crds_used_by_cluster_roles(&[{
+        let mut r = (*role).clone();
+        // crds_used_by_cluster_roles leaves hooks out; this one is what is checked here.
+        r["metadata"]["annotations"] = Value::Null;
+        r
+    }]);
+    assert_eq!(listable, want, "list on exactly the checked kinds");
+    let gettable: BTreeSet<String> = role["rules"][0]["resourceNames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gettable, want, "get on exactly the checked CRDs");
+    let off = helm_template(&["uninstallGuard.enabled=false"]).expect("helm template");
+    assert!(!off.iter().any(kruise_helm_tests::is_hook));
+}
