@@ -1,7 +1,8 @@
 //! CloneSet, SidecarSet, Advanced DaemonSet, ResourceDistribution, PersistentPodState,
-//! WorkloadSpread and UnitedDeployment served as `apps.kruise.io/v1beta1` (OpenKruise
-//! 1.9's shapes) through the controllers' CRD conversion webhooks, while stored and reconciled as
-//! v1alpha1. The CRDs' conversion points at a webhook server started here with the
+//! WorkloadSpread, UnitedDeployment and ContainerRecreateRequest served as
+//! `apps.kruise.io/v1beta1`, PodUnavailableBudget as `policy.kruise.io/v1beta1` (OpenKruise
+//! 1.9's shapes), through the controllers' CRD conversion webhooks, while stored and
+//! reconciled as v1alpha1. The CRDs' conversion points at a webhook server started here with the
 //! controllers' own conversion routes, as a cluster-wide controller registers it; the
 //! guard puts the CRDs back to `strategy: None` afterwards (other tests run namespaced
 //! controllers, which never register a conversion). Changing a CRD's conversion ends every
@@ -27,7 +28,7 @@ use serde_json::json;
 use tokio::sync::Mutex;
 
 const MINUTE: Duration = Duration::from_secs(60);
-const CRDS: [&str; 8] = [
+const CRDS: [&str; 9] = [
     "clonesets.apps.kruise.io",
     "sidecarsets.apps.kruise.io",
     "daemonsets.apps.kruise.io",
@@ -36,6 +37,7 @@ const CRDS: [&str; 8] = [
     "workloadspreads.apps.kruise.io",
     "uniteddeployments.apps.kruise.io",
     "containerrecreaterequests.apps.kruise.io",
+    "podunavailablebudgets.policy.kruise.io",
 ];
 
 /// One test at a time owns the CRDs' conversion.
@@ -43,7 +45,8 @@ static CONVERSION: Mutex<()> = Mutex::const_new(());
 
 /// Serves the conversion routes and registers them on the CRDs, as each cluster-wide
 /// controller (cloneset-ctl, sidecarset-ctl, daemonset-ctl, resourcedistribution-ctl,
-/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl, crr-ctl) does at start.
+/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl, crr-ctl, pub-ctl) does
+/// at start.
 async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConversion) {
     let ctl = RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", |rt| async move {
         let routes = vec![
@@ -55,6 +58,7 @@ async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConve
             workloadspread_ctl::webhook::conversion_route(),
             uniteddeployment_ctl::webhook::conversion_route(),
             crr_ctl::webhook::conversion_route(),
+            pub_ctl::webhook::conversion_route(),
         ];
         let server = WebhookServer::start(&rt, routes).await?;
         anyhow::ensure!(server.register_conversions().await?, "nothing registered");
@@ -1131,5 +1135,75 @@ spec:
             .get(keys::CRR_UNREADY_ACQUIRED)
             .map(String::as_str),
         Some(AT)
+    );
+}
+
+/// A PodUnavailableBudget written as `policy.kruise.io/v1beta1` (as OpenKruise 1.9's users
+/// write it) is stored as v1alpha1 with the annotations pub-ctl reads, and reads back as
+/// v1beta1 with its fields, `ignoredPodSelector` included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v1beta1_pub_is_stored_with_the_annotations_pub_ctl_reads() {
+    use kruise_api::conversion::podunavailablebudget::IGNORED_POD_SELECTOR_ANNOTATION;
+    use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
+    use kruise_api::policy_v1beta1::PodUnavailableBudget as BetaPub;
+
+    let _one = CONVERSION.lock().await;
+    let ns = TestNamespace::new("conv-pub").await;
+    let (_server, _reset) = conversion_server(&ns).await;
+    apply_v1beta1(
+        &ns,
+        "the PUB applied as v1beta1",
+        "
+apiVersion: policy.kruise.io/v1beta1
+kind: PodUnavailableBudget
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  maxUnavailable: 1
+  protectOperations: [DELETE, EVICT]
+  protectTotalReplicas: 3
+  ignoredPodSelector: {matchLabels: {skip: 'yes'}}
+",
+    )
+    .await;
+    let alpha = ns.api::<PodUnavailableBudget>().get("web").await.unwrap();
+    let annotation = |key: &str| alpha.annotations().get(key).cloned();
+    assert_eq!(
+        annotation(keys::PUB_PROTECT_OPERATIONS).as_deref(),
+        Some("DELETE,EVICT")
+    );
+    assert_eq!(
+        annotation(keys::PUB_PROTECT_TOTAL_REPLICAS).as_deref(),
+        Some("3")
+    );
+    assert!(annotation(IGNORED_POD_SELECTOR_ANNOTATION).is_some());
+    assert_eq!(
+        alpha.spec.max_unavailable,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+
+    let beta = ns.api::<BetaPub>().get("web").await.unwrap();
+    assert_eq!(
+        beta.spec.protect_operations,
+        [PubOperation::Delete, PubOperation::Evict]
+    );
+    assert_eq!(beta.spec.protect_total_replicas, Some(3));
+    let ignored = beta
+        .spec
+        .ignored_pod_selector
+        .clone()
+        .expect("ignoredPodSelector kept");
+    assert_eq!(
+        ignored
+            .match_labels
+            .unwrap()
+            .get("skip")
+            .map(String::as_str),
+        Some("yes")
+    );
+    assert!(
+        !beta
+            .annotations()
+            .contains_key(IGNORED_POD_SELECTOR_ANNOTATION)
     );
 }
