@@ -28,8 +28,9 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
     let missing = || Error::MissingObjectKey(cs.name_any());
     let ns = cs.namespace().ok_or_else(missing)?;
     let uid = cs.uid().ok_or_else(missing)?;
-    // Not while it is being deleted, nor before the caches show what we did last
-    // round (spec 4.1.2).
+    // Not while it is being deleted, nor before the caches show what we did last round (the scale
+    // and resource-version expectations of upstream's `doReconcile`, openkruise/kruise v1.9.0
+    // pkg/controller/cloneset/cloneset_controller.go).
     let now = jiff::Timestamp::now();
     if let Some(later) = ctx.writer.hold_off(cs, &ctx.pods, &ctx.pvcs, now) {
         return Ok(later);
@@ -155,7 +156,9 @@ async fn write_pods_to_delete(ctx: &Context, cs: &CloneSet, names: &[String]) ->
     Ok(())
 }
 
-/// Random 5-character instance ids from the safe alphabet (spec 4.3.1).
+/// Random 5-character instance ids from the safe alphabet (`getOrGenInstanceID` in
+/// openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_scale.go, via `rand.String` of
+/// k8s.io/apimachinery).
 fn random_ids() -> impl Iterator<Item = String> {
     use rand::Rng;
     std::iter::repeat_with(|| {

@@ -1,5 +1,6 @@
-//! CloneSet admission (spec 3): defaulting (mutating) and validation, served by
-//! `cloneset-ctl` on the shared webhook server.
+//! CloneSet admission (openkruise/kruise v1.9.0 pkg/webhook/cloneset/mutating and
+//! pkg/webhook/cloneset/validating): defaulting (mutating) and validation, served by `cloneset-ctl`
+//! on the shared webhook server.
 //!
 //! Both webhooks use `failurePolicy: Fail`: they only see CloneSet objects, so an outage
 //! blocks CloneSet changes (which the controller could not act on anyway) and never Pod
@@ -462,9 +463,10 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
 
 // ---------------------------------------------------------------- routes
 
-/// The webhook routes served by `cloneset-ctl`. Deletion protection (spec 3.12) is not
-/// here: `protection-ctl` owns every DELETE of a protected object, CloneSets included.
-/// `client` reads Pods while `pods` is still listing (`None`: the cache alone).
+/// The webhook routes served by `cloneset-ctl`. Deletion protection (README.md, and
+/// openkruise/kruise v1.9.0 pkg/webhook/util/deletionprotection/deletion_protection.go) is not
+/// here: `protection-ctl` owns every DELETE of a protected object, CloneSets included. `client`
+/// reads Pods while `pods` is still listing (`None`: the cache alone).
 pub fn routes(
     pods: Cache<Pod>,
     client: Option<kube::Client>,

@@ -56,9 +56,10 @@ pub fn is_all_hooked<P: PodView>(pod: &P, hook: Option<&LifecycleHook>) -> bool 
             .all(|(key, value)| has_label(pod, key, value))
 }
 
-/// Whether deleting this Pod must stop at `PreparingDelete` (spec 4.5.8): a `preDelete`
-/// hook is configured and still holds the Pod. Once the user drops the hook's
-/// labels/finalizers this turns `false` and the Pod may be deleted.
+/// Whether deleting this Pod must stop at `PreparingDelete` (as `deletePods` in openkruise/kruise
+/// v1.9.0 pkg/controller/cloneset/sync/cloneset_scale.go): a `preDelete` hook is configured and
+/// still holds the Pod. Once the user drops the hook's labels/finalizers this turns `false` and the
+/// Pod may be deleted.
 pub fn pre_delete_holds<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>) -> bool {
     is_hooked(pod, lifecycle.and_then(|l| l.pre_delete.as_ref()))
 }
@@ -70,16 +71,20 @@ pub fn in_place_update_holds<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>)
 }
 
 /// Whether a `PreparingDelete` Pod may be returned to service when replicas grow
-/// (spec 4.5 step 1, seed 003): never once either hook has `markPodNotReady`, because
-/// the Pod was forced NotReady and hook controllers already drained it.
+/// (`managePreparingDelete` in openkruise/kruise v1.9.0
+/// pkg/controller/cloneset/sync/cloneset_scale.go; `markPodNotReady` came with OpenKruise v1.2, see
+/// its release notes): never once either hook has `markPodNotReady`, because the Pod was forced
+/// NotReady and hook controllers already drained it.
 pub fn can_cancel_deletion(lifecycle: Option<&Lifecycle>) -> bool {
     let marks = |hook: &Option<LifecycleHook>| hook.as_ref().is_some_and(|h| h.mark_pod_not_ready);
     !lifecycle.is_some_and(|l| marks(&l.pre_delete) || marks(&l.in_place_update))
 }
 
-/// Whether the `preNormal` hook lets a new Pod be `Normal` right away: no hook, or the
-/// Pod is already all-hooked. Advanced StatefulSet uses this to pick the state of a Pod
-/// it creates (spec ASTS 4.1.5); CloneSet always creates Pods `PreparingNormal`.
+/// Whether the `preNormal` hook lets a new Pod be `Normal` right away: no hook, or the Pod is
+/// already all-hooked. Advanced StatefulSet uses this to pick the state of a Pod it creates (as
+/// `processReplica` in openkruise/kruise v1.9.0
+/// pkg/controller/statefulset/stateful_set_control.go); CloneSet always creates Pods
+/// `PreparingNormal`.
 pub fn pre_normal_satisfied<P: PodView>(pod: &P, lifecycle: Option<&Lifecycle>) -> bool {
     match lifecycle.and_then(|l| l.pre_normal.as_ref()) {
         None => true,

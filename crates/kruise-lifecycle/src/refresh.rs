@@ -1,4 +1,5 @@
-//! The transitions a controller applies on its own when it refreshes a Pod (spec 4.8).
+//! The transitions a controller applies on its own when it refreshes a Pod (as `refreshPodState` in
+//! openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_update.go).
 
 use kruise_api::appspub::{Lifecycle, LifecycleState};
 use kruise_api::pod::Pod;
@@ -29,9 +30,9 @@ pub struct RefreshInput<'a> {
 /// "Updated / Normal" is `Updated` when an `inPlaceUpdate` hook exists and the Pod is
 /// not all-hooked by it, else `Normal`.
 ///
-/// Spec over upstream (v1.9.0), noted:
-/// - Upstream moves `PreparingNormal` → `Normal` at once without `preNormal`; the spec
-///   waits for the Pod to be scheduled (`spec.nodeName` set).
+/// Where we differ from upstream (v1.9.0), on purpose:
+/// - Upstream moves `PreparingNormal` → `Normal` at once without `preNormal`; we wait for the Pod
+///   to be scheduled (`spec.nodeName` set).
 /// - Upstream picks `Updated` whenever `spec.lifecycle` is set and the Pod is not
 ///   all-hooked by `inPlaceUpdate` — which, with no `inPlaceUpdate` hook, is always — and
 ///   then needs a second refresh to reach `Normal`. We go straight to `Normal` then.

@@ -1,11 +1,13 @@
-//! Which Pod to delete first when a workload scales in (spec §4.5.7).
+//! Which Pod to delete first when a workload scales in (as CloneSet's `choosePodsToDelete` in
+//! openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_scale.go, sorting by
+//! `ActivePodsWithRanks` of pkg/controller/cloneset/utils/pod_sorter.go).
 //!
 //! Order, first = deleted first; each criterion only decides when every earlier one
 //! ties:
 //!
 //! 1. unscheduled < scheduled
 //! 2. Pending (or unset phase) < Unknown < Running
-//! 3. not available < available (spec §4.4, with `minReadySeconds`)
+//! 3. not available < available (see [`crate::predicates::is_available`], with `minReadySeconds`)
 //! 4. not ready < ready
 //! 5. lower `controller.kubernetes.io/pod-deletion-cost` < higher
 //! 6. higher co-location rank < lower (see [`co_location_ranks`])
@@ -15,8 +17,8 @@
 //! 9. newer < older (no creation time counts as newest)
 //! 10. name, then namespace, then uid — only so the order is total and deterministic.
 //!
-//! The seed (004) lists criteria 1, 2, 4, 5, 7, 8, 9; the spec adds availability and
-//! rank, which is also what OpenKruise v1.9 does, so the spec's list is used.
+//! OpenKruise v0.9.0 release notes ("deletion priority") list criteria 1, 2, 4, 5, 7, 8, 9;
+//! OpenKruise v1.9 adds availability and rank (`ActivePodsWithRanks.Less`), and so do we.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BTreeMap;
@@ -42,9 +44,8 @@ pub struct DeletionContext<'a> {
     pub node_labels: &'a BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// Sorts so that the pod to delete first comes first (spec 4.5.7 order, every
-/// tie-breaker, stable and total; final tie-breaker by name so the order is
-/// deterministic).
+/// Sorts so that the pod to delete first comes first (the order above, every tie-breaker, stable
+/// and total; final tie-breaker by name so the order is deterministic).
 pub fn sort_for_deletion(pods: &mut [&Pod], ctx: &DeletionContext) {
     let ranks = co_location_ranks(pods, ctx);
     pods.sort_by_cached_key(|pod| deletion_key(pod, ctx, ranks.of(pod)));
@@ -384,7 +385,7 @@ mod tests {
 
     #[test]
     fn deletion_cost_after_readiness() {
-        // Seed 004: the cost only applies after scheduling/phase/readiness.
+        // OpenKruise v0.9.0 release notes: the cost only applies after scheduling/phase/readiness.
         let cheap_ready = healthy("cheap").deletion_cost("-100").build();
         let costly_unready = healthy("costly")
             .not_ready(t(0))

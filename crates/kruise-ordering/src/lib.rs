@@ -8,8 +8,8 @@
 //!
 //! - [`predicates`]: the basic facts (scheduled, phase, ready, available, cost, labels,
 //!   revision, …), shared by every crate that reads Pods.
-//! - [`deletion`]: scale-in order (spec CloneSet §4.5.7) with co-location ranks.
-//! - [`update`]: update order (spec CloneSet §4.6.6): default, priority, scatter,
+//! - [`deletion`]: scale-in order (CloneSet's `choosePodsToDelete`) with co-location ranks.
+//! - [`update`]: update order (CloneSet's `SortUpdateIndexes`): default, priority, scatter,
 //!   `PreparingUpdate` first.
 //! - [`scatter`]: the scatter interleaving on its own.
 //! - [`selector`]: label-selector matching and its string form.

@@ -116,9 +116,9 @@ pub fn ready_since(pod: &(impl PodView + ?Sized)) -> Option<Timestamp> {
 /// enough). A Pod with `minReadySeconds > 0` whose Ready condition has no transition
 /// time is not available, as in Kubernetes.
 ///
-/// Spec wins over upstream: the spec says "Ready for ≥ minReadySeconds", so a Pod is
-/// available at exactly `since + minReadySeconds`; Kubernetes' `IsPodAvailable` uses a
-/// strict `Before(now)` and would wait one more instant.
+/// Where we differ from upstream on purpose: "Ready for ≥ minReadySeconds", so a Pod is available
+/// at exactly `since + minReadySeconds`; Kubernetes' `IsPodAvailable` uses a strict `Before(now)`
+/// and would wait one more instant.
 pub fn is_running_and_available(
     pod: &(impl PodView + ?Sized),
     min_ready_seconds: i32,
@@ -168,9 +168,10 @@ pub fn is_in_place_update_not_false(pod: &(impl PodView + ?Sized)) -> bool {
     condition(pod, keys::INPLACE_UPDATE_READY).is_none_or(|c| c.status != "False")
 }
 
-/// Spec §4.4 `available`: lifecycle state empty or `Normal`, phase Running, Ready for
-/// at least `min_ready_seconds`, and `InPlaceUpdateReady` (if present) `True`. With
-/// `min_ready_seconds = 0` this is the spec's `ready`.
+/// `available` (as CloneSet's `IsPodAvailable` in openkruise/kruise v1.9.0
+/// pkg/controller/cloneset/sync/cloneset_sync_utils.go): lifecycle state empty or `Normal`, phase
+/// Running, Ready for at least `min_ready_seconds`, and `InPlaceUpdateReady` (if present) `True`.
+/// With `min_ready_seconds = 0` this is `ready` (upstream's `isPodReady`).
 ///
 /// The lifecycle label and the `InPlaceUpdateReady` gate are OpenKruise-wide (CloneSet,
 /// Advanced StatefulSet and Advanced DaemonSet all write them), so this is not a
@@ -349,7 +350,7 @@ mod tests {
         assert!(!is_available(&pod, 10, t(109)));
         assert!(
             is_available(&pod, 10, t(110)),
-            "exactly minReadySeconds counts (spec ≥)"
+            "exactly minReadySeconds counts (≥, not >)"
         );
         assert!(is_available(&pod, 10, t(500)));
         assert!(is_available(&pod, -5, t(100)), "negative behaves as 0");

@@ -1,13 +1,13 @@
-//! `scatterStrategy`: spread Pods carrying `key=value` through the update order
-//! (spec §4.6.6), so e.g. the Pods of one traffic group are not all updated at once.
+//! `scatterStrategy`: spread Pods carrying `key=value` through the update order (openkruise/kruise
+//! v1.9.0 pkg/util/updatesort/scatter_sort.go), so e.g. the Pods of one traffic group are not all
+//! updated at once.
 //!
-//! Per term, terms ordered by how many candidates match (most first): keep the last
-//! matching Pod for the very end; interleave the other matching ("matched") and
-//! non-matching ("unmatched") Pods as `groups` repetitions of `matched_size` matched
-//! then `unmatched_size` unmatched, where `groups = min(matched, unmatched)` and each
-//! size is `round(count / groups)` (half away from zero, as Go's `math.Round`);
-//! leftovers follow, matched first. Seed example: 10 Pods, 3 matching → they land at
-//! positions 1, 6 and 10.
+//! Per term, terms ordered by how many candidates match (most first): keep the last matching Pod
+//! for the very end; interleave the other matching ("matched") and non-matching ("unmatched") Pods
+//! as `groups` repetitions of `matched_size` matched then `unmatched_size` unmatched, where
+//! `groups = min(matched, unmatched)` and each size is `round(count / groups)` (half away from
+//! zero, as Go's `math.Round`); leftovers follow, matched first. The example of OpenKruise's
+//! documentation (CloneSet user manual): 10 Pods, 3 matching → they land at positions 1, 6 and 10.
 //!
 //! Faithful to upstream, including where it scatters imperfectly: the unmatched Pods
 //! can run out before the matched groups do (e.g. 6 matched / 8 unmatched: sizes 1 and
@@ -222,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_example_ten_pods_three_matching_at_1_6_10() {
+    fn documented_example_ten_pods_three_matching_at_1_6_10() {
         // The matching pods sit anywhere in the incoming order.
         let specs = ["", "foo=bar", "", "", "", "foo=bar", "", "", "foo=bar", ""];
         let order = run(&specs, &[term("foo", "bar")]);
@@ -251,9 +251,9 @@ mod tests {
             run(&["", "", "", "", "", "", a, a, a], &t),
             [6, 0, 1, 2, 7, 3, 4, 5, 8]
         );
-        // Matched outnumber unmatched: round(3/2) = 2 matched per group. (Upstream master
-        // after v1.9, PR #2321, floors the matched size and expects [2, 0, 3, 1, 4, 5]
-        // and [2, 0, 4, 1, 5, 3, 6, 7, 8]; the spec describes v1.9's rounding.)
+        // Matched outnumber unmatched: round(3/2) = 2 matched per group. (Upstream master after
+        // v1.9, PR #2321, floors the matched size and expects [2, 0, 3, 1, 4, 5] and [2, 0, 4, 1,
+        // 5, 3, 6, 7, 8]; we keep v1.9's rounding.)
         assert_eq!(run(&["", "", a, a, a, a], &t), [2, 3, 0, 4, 1, 5]);
         assert_eq!(
             run(&["", "", a, "", a, a, a, a, a], &t),

@@ -1,4 +1,5 @@
-//! Which Pod to update first (spec §4.6.6).
+//! Which Pod to update first (as CloneSet's `SortUpdateIndexes` in openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/sync/cloneset_update.go, with pkg/util/updatesort).
 //!
 //! Four passes, each a stable re-ordering of the previous result:
 //!
@@ -25,7 +26,8 @@ pub struct UpdateOrderContext<'a> {
     pub now: Timestamp,
     pub priority: Option<&'a UpdatePriorityStrategy>,
     pub scatter: &'a [UpdateScatterTerm],
-    /// Put pods whose lifecycle.apps.kruise.io/state label is PreparingUpdate first (CloneSet does; spec 4.6.6).
+    /// Put pods whose lifecycle.apps.kruise.io/state label is PreparingUpdate first (CloneSet does,
+    /// at the end of `SortUpdateIndexes`).
     pub preparing_update_first: bool,
 }
 
@@ -38,10 +40,10 @@ pub fn sort_for_update<P: PodView>(pods: &mut Vec<&P>, ctx: &UpdateOrderContext)
 }
 
 /// [`sort_for_update`], with `population` = every active Pod of the workload (a superset
-/// of `pods`). Only scatter uses it: when the candidates hold fewer scattered Pods per
-/// other Pod than the workload (some were already updated), upstream sizes the
-/// interleaving groups on the workload's proportions instead (spec §4.6.6 "density
-/// adjusted to the whole set").
+/// of `pods`). Only scatter uses it: when the candidates hold fewer scattered Pods per other Pod
+/// than the workload (some were already updated), upstream sizes the interleaving groups on the
+/// workload's proportions instead (`calculateGroupByDensity` in openkruise/kruise v1.9.0
+/// pkg/util/updatesort/scatter_sort.go).
 pub fn sort_for_update_among<P: PodView>(
     pods: &mut Vec<&P>,
     population: &[&P],
@@ -97,11 +99,11 @@ fn default_update_key<P: PodView>(pod: &P) -> DefaultUpdateKey<'_> {
 /// Stable sort by the priority strategy. Weight terms win when both lists are set
 /// (admission forbids that), as upstream.
 ///
-/// Spec wins over upstream: upstream's comparator returns "larger input index first"
-/// for equal priorities, which reverses ties by the Pods' position in the workload's
-/// list and discards the default order; the spec says "stable sort by priority", so
-/// equal priorities keep the default order. Public for Advanced StatefulSet's
-/// `unorderedUpdate`, which ranks by priority alone over its own (ordinal) order.
+/// Where we differ from upstream on purpose: upstream's comparator (openkruise/kruise v1.9.0
+/// pkg/util/updatesort/priority_sort.go) returns "larger input index first" for equal priorities,
+/// which reverses ties by the Pods' position in the workload's list and discards the default order;
+/// we sort stably by priority, so equal priorities keep the default order. Public for Advanced
+/// StatefulSet's `unorderedUpdate`, which ranks by priority alone over its own (ordinal) order.
 pub fn sort_by_priority<P: PodView>(pods: &mut [&P], strategy: &UpdatePriorityStrategy) {
     if !strategy.weight_priority.is_empty() {
         pods.sort_by_cached_key(|pod| Reverse(weight_of(pod, strategy)));
@@ -127,10 +129,10 @@ pub fn weight_of<P: PodView>(pod: &P, strategy: &UpdatePriorityStrategy) -> i64 
         .sum()
 }
 
-/// `(level, value)` under `orderPriority`: level = index of the first term whose
-/// `orderedKey` the Pod carries (earlier terms update first), value = that label's
-/// trailing integer (larger first). A Pod with none of the keys gets `(-1, 0)` and
-/// therefore sorts before every keyed Pod — an upstream quirk the spec keeps.
+/// `(level, value)` under `orderPriority`: level = index of the first term whose `orderedKey` the
+/// Pod carries (earlier terms update first), value = that label's trailing integer (larger first).
+/// A Pod with none of the keys gets `(-1, 0)` and therefore sorts before every keyed Pod — an
+/// upstream quirk (`getPodOrderPriority`) we keep.
 pub fn order_priority<P: PodView>(pod: &P, strategy: &UpdatePriorityStrategy) -> (i64, i64) {
     strategy
         .order_priority

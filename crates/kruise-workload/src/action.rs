@@ -44,9 +44,9 @@ pub enum Action<'a> {
     /// Release a Pod whose labels stopped matching the selector: remove the owner's
     /// ownerReference.
     Release { pod: &'a Pod },
-    /// Adopt an orphan (a Pod without a controller) that matches the selector: add
-    /// `controller` to its ownerReferences (Advanced StatefulSet, spec 4.1.1; CloneSet
-    /// never adopts).
+    /// Adopt an orphan (a Pod without a controller) that matches the selector: add `controller` to
+    /// its ownerReferences (Advanced StatefulSet, as `getPodsForStatefulSet` in openkruise/kruise
+    /// v1.9.0 pkg/controller/statefulset/statefulset_controller.go; CloneSet never adopts).
     Adopt {
         pod: &'a Pod,
         controller: OwnerReference,

@@ -89,7 +89,9 @@ mod tests {
 
     #[test]
     fn unavailable_rounds_down_with_surge() {
-        // The spec's example: 40%/30% on 5 -> U=2, S=2.
+        // 40%/30% on 5 -> U=2, S=2: with a surge, maxUnavailable rounds down (as
+        // `calculateDiffsWithExpectation` in openkruise/kruise v1.9.0
+        // pkg/controller/cloneset/sync/cloneset_sync_utils.go).
         let surge = max_surge(Some(&s("30%")), 5).unwrap();
         assert_eq!(surge, 2);
         assert_eq!(max_unavailable(Some(&s("40%")), 5, surge), Ok(2));

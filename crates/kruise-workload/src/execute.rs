@@ -77,11 +77,12 @@ impl Writer {
         }
     }
 
-    /// In-place updates spend the Pod's PodUnavailableBudget before they start (spec
-    /// `pod-safety.md` 1.6, as OpenKruise's controllers do with the
-    /// `PodUnavailableBudgetUpdateGate` on), and wait while it has nothing left.
-    /// Deletions need no such call: the apiserver sends them through `pub-ctl`'s
-    /// webhook, whose refusal [`Writer::execute`] reports as held, not as an error.
+    /// In-place updates spend the Pod's PodUnavailableBudget before they start (as OpenKruise's
+    /// controllers do with the `PodUnavailableBudgetUpdateGate` on, e.g. `Update` in
+    /// openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_update.go calling
+    /// `pubcontrol.PodUnavailableBudgetValidatePod`), and wait while it has nothing left. Deletions
+    /// need no such call: the apiserver sends them through `pub-ctl`'s webhook, whose refusal
+    /// [`Writer::execute`] reports as held, not as an error.
     pub fn consulting_budgets(mut self, options: kruise_pub::Options) -> Self {
         self.budget = options.protect_update.then_some(options);
         self

@@ -1,6 +1,8 @@
 //! Image pre-download for in-place rollouts (gate `PreDownloadImageForInPlaceUpdate`,
-//! CloneSet §4.9, Advanced StatefulSet §4.3.9): before Pods are updated in place, an
-//! ImagePullJob per changed image pre-pulls it on the nodes of the Pods still at the old
+//! docs/feature-gates.md; openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/cloneset_predownload_image.go and
+//! pkg/controller/statefulset/statefulset_predownload_image.go): before Pods are updated in place,
+//! an ImagePullJob per changed image pre-pulls it on the nodes of the Pods still at the old
 //! revision, so the in-place restart does not wait for the pull.
 //!
 //! [`plan`] decides (pure) from a [`Rollout`], which each controller fills from its spec

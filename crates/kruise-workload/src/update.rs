@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 
 use crate::action::{Action, Plan};
 
-/// One Pod's refresh, every round (CloneSet §4.8): continue its in-place update (grace
-/// period, container batches, `InPlaceUpdateReady`), add a missing `KruisePodReady`
-/// condition, fix the labels the controller wants (`label_patch`, a Pod merge patch,
-/// asked for only when nothing else patches the Pod this round: a second patch would
-/// fail on the resourceVersion the first carries, so the labels wait for the next
-/// round), and move the lifecycle state along. What it decides goes into `plan`.
+/// One Pod's refresh, every round (as CloneSet's `refreshPodState`, openkruise/kruise v1.9.0
+/// pkg/controller/cloneset/sync/cloneset_update.go): continue its in-place update (grace period,
+/// container batches, `InPlaceUpdateReady`), add a missing `KruisePodReady` condition, fix the
+/// labels the controller wants (`label_patch`, a Pod merge patch, asked for only when nothing else
+/// patches the Pod this round: a second patch would fail on the resourceVersion the first carries,
+/// so the labels wait for the next round), and move the lifecycle state along. What it decides goes
+/// into `plan`.
 pub fn refresh_pod<'a>(
     plan: &mut Plan<'a>,
     pod: &'a Pod,

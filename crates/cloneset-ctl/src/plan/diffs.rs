@@ -219,7 +219,8 @@ mod tests {
 
     #[test]
     fn partition_keeps_old_pods() {
-        // Scenario 9: replicas 5, partition 3 -> update 2.
+        // The partition example of OpenKruise's documentation (CloneSet user manual): replicas 5,
+        // partition 3 -> update 2.
         let mut f = Fixture::new(5);
         f.cs.spec.update_strategy.partition = Some(int(3));
         f.add_pods(5, Rev::Current, Ready::Yes);
@@ -232,7 +233,8 @@ mod tests {
 
     #[test]
     fn surge_creates_extra_pods_before_updating() {
-        // Scenario 12: maxSurge 3 with a template change.
+        // The maxSurge example of OpenKruise's documentation (CloneSet user manual): maxSurge 3
+        // with a template change.
         let mut f = Fixture::new(5);
         f.cs.spec.update_strategy.max_surge = Some(int(3));
         f.add_pods(5, Rev::Current, Ready::Yes);

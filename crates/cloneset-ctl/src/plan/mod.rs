@@ -3,13 +3,17 @@
 //! instance ids come from the caller). Most tests live here.
 //!
 //! A round ([`plan`]) is:
-//! 1. letting go of what is no longer the CloneSet's: owned Pods that stopped matching the
-//!    selector are released, and under `disablePVCReuse` the PVCs no active Pod uses are
-//!    handed to their terminating Pod or deleted ([`pods::pvc_cleanup`], spec 4.3.6);
-//! 2. [`scale::plan_scale`]; only if it changes nothing, [`update::plan_update`] (spec
-//!    4.1.3): scaling and updating in the same round would act on counts the other just
+//! 1. letting go of what is no longer the CloneSet's: owned Pods that stopped matching the selector
+//!    are released, and under `disablePVCReuse` the PVCs no active Pod uses are handed to their
+//!    terminating Pod or deleted ([`pods::pvc_cleanup`], upstream's `cleanupPVCs`);
+//! 2. [`scale::plan_scale`]; only if it changes nothing, [`update::plan_update`] (as upstream's
+//!    `syncCloneSet`): scaling and updating in the same round would act on counts the other just
 //!    invalidated;
-//! 3. the CloneSet's own `podsToDelete`, without the names that match no Pod (spec 4.5.9).
+//! 3. the CloneSet's own `podsToDelete`, without the names that match no Pod (upstream's
+//!    `truncatePodsToDelete`).
+//!
+//! The upstream functions named here are in openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/cloneset_controller.go.
 //!
 //! [`status::compute_status`] derives the status (and when to look again) and
 //! [`predownload::plan_predownload`] the image pre-download of a rollout.

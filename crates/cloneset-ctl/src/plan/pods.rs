@@ -184,7 +184,8 @@ pub fn new_pod(
     Ok((pod, pvcs))
 }
 
-/// What `scaleStrategy.disablePVCReuse` does with a PVC of the CloneSet (spec 4.3.6).
+/// What `scaleStrategy.disablePVCReuse` does with a PVC of the CloneSet (as `cleanupPVCs` in
+/// openkruise/kruise v1.9.0 pkg/controller/cloneset/cloneset_controller.go).
 #[derive(Clone, Debug, PartialEq)]
 pub enum PvcCleanup<'a> {
     /// Its Pod is terminating or terminated: the Pod becomes its owner, so the garbage

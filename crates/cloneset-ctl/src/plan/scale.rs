@@ -255,7 +255,8 @@ mod tests {
 
     #[test]
     fn limited_scale_up_warns_with_the_limit() {
-        // Scenario 2: 3 available Pods, replicas 5, scale maxUnavailable 1, minReadySeconds 60.
+        // The rate-limited scale-out of OpenKruise's documentation (CloneSet user manual): 3
+        // available Pods, replicas 5, scale maxUnavailable 1, minReadySeconds 60.
         let mut f = Fixture::new(5).settled();
         f.cs.spec.min_ready_seconds = 60;
         f.cs.spec.scale_strategy.max_unavailable = Some(int(1));
@@ -278,7 +279,8 @@ mod tests {
 
     #[test]
     fn pods_to_delete_with_scale_in_deletes_exactly_that_pod() {
-        // Scenario 3: 5 Pods, replicas 4, podsToDelete [one].
+        // OpenKruise's documentation (CloneSet user manual), podsToDelete with scale-in: 5 Pods,
+        // replicas 4, podsToDelete [one].
         let mut f = Fixture::new(4).settled();
         f.add_pods(5, Rev::Update, Ready::Yes);
         let victim = f.name(2);

@@ -237,7 +237,8 @@ mod tests {
 
     #[test]
     fn counts_pods_by_readiness_and_revision() {
-        // Scenario 9: partition 3 of 5 after the rollout.
+        // The partition example of OpenKruise's documentation (CloneSet user manual): partition 3
+        // of 5 after the rollout.
         let mut f = Fixture::new(5);
         f.cs.metadata.generation = Some(2);
         f.cs.spec.update_strategy.partition = Some(int(3));

@@ -70,7 +70,8 @@ pub fn plan_update<'a>(world: &World<'a>) -> Plan<'a> {
         },
     );
 
-    // Limit by |update| and by maxUnavailable (spec 4.6.7).
+    // Limit by |update| and by maxUnavailable (as `limitUpdateIndexes` in openkruise/kruise v1.9.0
+    // pkg/controller/cloneset/sync/cloneset_update.go).
     candidates.truncate(d.update.unsigned_abs() as usize);
     let mut unavailable_total = 0;
     let mut unavailable_at_target = 0;

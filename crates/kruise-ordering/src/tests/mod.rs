@@ -1,4 +1,4 @@
-//! Shared test support and the cross-module tests: seed scenarios and properties.
+//! Shared test support and the cross-module tests: documented scenarios and properties.
 
 pub(crate) mod pods;
 mod properties;

@@ -2,8 +2,8 @@
 //! permutation, scatter spreads matched Pods, and the deletion order honours each
 //! criterion when the earlier ones tie.
 //!
-//! Pods are generated from a small [`PodSpec`] so the expected criteria can be read
-//! from the spec directly, independently of the predicates under test.
+//! Pods are generated from a small [`PodSpec`] so the expected criteria can be read from the
+//! [`PodSpec`] directly, independently of the predicates under test.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -223,7 +223,7 @@ fn deletion_order(pods: &[&Pod], min_ready_seconds: i32, spread_choice: u8) -> V
     names(&sorted)
 }
 
-/// Expected criteria, from the spec alone: Less = `a` is deleted first.
+/// Expected criteria, from the [`PodSpec`]s alone: Less = `a` is deleted first.
 fn criteria(
     a: &PodSpec,
     b: &PodSpec,

@@ -1,4 +1,5 @@
-//! The seeds' scenarios, through the public API only.
+//! The examples of OpenKruise's documentation (CloneSet user manual) and of OpenKruise v0.9.0
+//! release notes, through the public API only.
 
 use std::collections::BTreeMap;
 
@@ -44,10 +45,10 @@ fn running(name: &str, node: &str) -> PodBuilder {
         .created(t(0))
 }
 
-/// Seed 001 "升级顺序": unscheduled < scheduled, pending < unknown < running,
-/// not-ready < ready.
+/// OpenKruise's documentation (CloneSet user manual, "update order"): unscheduled < scheduled,
+/// pending < unknown < running, not-ready < ready.
 #[test]
-fn seed_default_update_order() {
+fn documented_default_update_order() {
     let ready = running("ready", "n1").build();
     let not_ready = running("not-ready", "n1").not_ready(t(0)).build();
     let unknown = running("unknown", "n1")
@@ -67,9 +68,9 @@ fn seed_default_update_order() {
     );
 }
 
-/// Scenario 13: weight `test-key=foo` 50, `test-key=bar` 30 ⇒ foo, then bar, then others.
+/// CloneSet user manual: weight `test-key=foo` 50, `test-key=bar` 30 ⇒ foo, then bar, then others.
 #[test]
-fn scenario_13_weight_priority() {
+fn documented_weight_priority() {
     let term = |weight, value: &str| UpdatePriorityWeightTerm {
         weight,
         match_selector: LabelSelector {
@@ -108,9 +109,9 @@ fn scenario_13_weight_priority() {
     assert_eq!(names(&refs), ["p2", "p5", "p1", "p4", "p0", "p3"]);
 }
 
-/// Scenario 13: orderPriority `some-label-key`: "sts-10" before "5".
+/// CloneSet user manual: orderPriority `some-label-key`: "sts-10" before "5".
 #[test]
-fn scenario_13_order_priority() {
+fn documented_order_priority() {
     let strategy = UpdatePriorityStrategy {
         order_priority: vec![UpdatePriorityOrderTerm {
             ordered_key: "some-label-key".into(),
@@ -125,9 +126,9 @@ fn scenario_13_order_priority() {
     assert_eq!(names(&pods), ["b", "a", "c"]);
 }
 
-/// Scenario 13 / seed 001: replicas 10, 3 Pods `foo=bar`, scatter ⇒ 1st, 6th, 10th.
+/// CloneSet user manual: replicas 10, 3 Pods `foo=bar`, scatter ⇒ 1st, 6th, 10th.
 #[test]
-fn scenario_13_scatter_1_6_10() {
+fn documented_scatter_1_6_10() {
     let pods: Vec<Pod> = (0..10)
         .map(|i| {
             // Vary the default-order attributes so the matching pods are not adjacent
@@ -156,10 +157,10 @@ fn scenario_13_scatter_1_6_10() {
     assert_eq!(positions, [1, 6, 10]);
 }
 
-/// Seed 001 "缩容": without podsToDelete, not-ready < ready, unscheduled < scheduled,
-/// pending < running.
+/// OpenKruise's documentation (CloneSet user manual, "scale in"): without podsToDelete, not-ready <
+/// ready, unscheduled < scheduled, pending < running.
 #[test]
-fn seed_default_deletion_order() {
+fn documented_default_deletion_order() {
     let ready = running("ready", "n1").build();
     let not_ready = running("not-ready", "n2").not_ready(t(0)).build();
     let pending = PodBuilder::new("pending")
@@ -177,10 +178,10 @@ fn seed_default_deletion_order() {
     );
 }
 
-/// Seed 004 "删除优先级" list, each criterion deciding in turn, and scenario 20 (lower
-/// deletion cost first, missing = 0, after scheduling/phase/readiness).
+/// The "deletion priority" list of OpenKruise v0.9.0 release notes, each criterion deciding in turn
+/// (lower deletion cost first, missing = 0, after scheduling/phase/readiness).
 #[test]
-fn seed_004_deletion_priority_list() {
+fn v0_9_release_notes_deletion_priority_list() {
     let unscheduled = PodBuilder::new("1-unscheduled").phase("Pending").build();
     let pending = PodBuilder::new("2-pending")
         .node("a")
