@@ -69,9 +69,10 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     })
 }
 
-/// Runs until shutdown: every replica keeps its caches warm and serves admission; only
-/// the lease holder reconciles, a job whenever it or one of its Pods changes, and every
-/// unfinished job when a node changes (a node added later gets a Pod, spec 4.1.12).
+/// Runs until shutdown: every replica keeps its caches warm and serves admission; only the lease
+/// holder reconciles, a job whenever it or one of its Pods changes, and every unfinished job when a
+/// node changes (a node added later gets a Pod, as `enqueueBroadcastJobForNode` in
+/// openkruise/kruise v1.9.0 pkg/controller/broadcastjob/broadcastjob_event_handler.go).
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(!runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS));

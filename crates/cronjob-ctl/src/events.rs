@@ -1,5 +1,6 @@
-//! The AdvancedCronJob controller's name. Upstream emits no events (spec 4.2.9); what it
-//! decides is logged.
+//! The AdvancedCronJob controller's name. Upstream emits no events (its recorder in
+//! openkruise/kruise v1.9.0 pkg/controller/advancedcronjob is never used); what it decides is
+//! logged.
 
 /// The controller's name: lease, field manager.
 pub const CONTROLLER_NAME: &str = kruise_api::keys::ADVANCEDCRONJOB_CONTROLLER_NAME;

@@ -52,9 +52,9 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     })
 }
 
-/// Runs until shutdown: every replica keeps its caches warm and serves admission; only
-/// the lease holder reconciles, a cron job whenever it or one of its children changes
-/// (Jobs and BroadcastJobs alike, spec 4.2.9) and at its next schedule time.
+/// Runs until shutdown: every replica keeps its caches warm and serves admission; only the lease
+/// holder reconciles, a cron job whenever it or one of its children changes (Jobs and BroadcastJobs
+/// alike, as upstream's `watchJob` / `watchBroadcastJob`) and at its next schedule time.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let routes = webhook::routes(!runtime.gates.enabled(gates::TEMPLATE_NO_DEFAULTS));

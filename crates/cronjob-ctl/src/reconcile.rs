@@ -81,7 +81,8 @@ pub async fn reconcile(cron: Arc<AdvancedCronJob>, ctx: Arc<Context>) -> Result<
         .map_or_else(Action::await_change, Action::requeue))
 }
 
-/// Deletes a child with background propagation; errors are only logged (spec 4.2.4).
+/// Deletes a child with background propagation; errors are only logged (as upstream's
+/// `reconcileJob`).
 async fn delete_child(ctx: &Context, ns: &str, child: &ObjectReference) {
     let name = child.name.as_deref().unwrap_or_default();
     let params = DeleteParams::background();

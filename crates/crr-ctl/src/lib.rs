@@ -1,9 +1,10 @@
-//! The manager side of ContainerRecreateRequest (spec §1): the admission webhook that
-//! checks and stamps requests, and the controller that holds the Pod NotReady while asked
-//! to, feeds the node agent the Pod's container statuses, finishes requests the agent
-//! cannot (Pod gone, no answer, deadline) and deletes them after their TTL. The containers
-//! are stopped by the node agent (`daemon-agent`). Everything decided is in [`plan`]
-//! (pure) and [`webhook`] (pure checks, thin routes).
+//! The manager side of ContainerRecreateRequest (openkruise/kruise v1.9.0
+//! pkg/controller/containerrecreaterequest and pkg/webhook/containerrecreaterequest; the feature is
+//! introduced in OpenKruise v0.9.0 release notes): the admission webhook that checks and stamps
+//! requests, and the controller that holds the Pod NotReady while asked to, feeds the node agent
+//! the Pod's container statuses, finishes requests the agent cannot (Pod gone, no answer, deadline)
+//! and deletes them after their TTL. The containers are stopped by the node agent (`daemon-agent`).
+//! Everything decided is in [`plan`] (pure) and [`webhook`] (pure checks, thin routes).
 
 pub mod error;
 pub mod plan;

@@ -1,7 +1,8 @@
 //! Pull credentials from image pull Secrets (`kubernetes.io/dockerconfigjson` and
-//! `kubernetes.io/dockercfg`), matched to the registry of the image being pulled, in the
-//! order the spec gives (§2 daemon 2.4): every matching credential of the referenced
-//! secrets, then anonymous.
+//! `kubernetes.io/dockercfg`), matched to the registry of the image being pulled, in the order
+//! upstream tries them (`AuthInfos` in openkruise/kruise v1.9.0 pkg/util/secret/parse.go and
+//! `pullImageV1` in pkg/daemon/criruntime/imageruntime/cri.go): every matching credential of the
+//! referenced secrets, then anonymous.
 
 use std::collections::BTreeMap;
 

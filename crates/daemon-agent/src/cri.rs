@@ -1,6 +1,6 @@
-//! The CRI v1 client: the generated protos, socket discovery, and the few RPCs the agent
-//! uses (spec §0: `ImageFsInfo` to probe v1, `ListImages`, `PullImage`, `Version`; for
-//! ContainerRecreateRequests `ListContainers`, `ContainerStatus`, `ExecSync` and
+//! The CRI v1 client: the generated protos, socket discovery, and the few RPCs the agent uses (as
+//! upstream's pkg/daemon/criruntime: `ImageFsInfo` to probe v1, `ListImages`, `PullImage`,
+//! `Version`; for ContainerRecreateRequests `ListContainers`, `ContainerStatus`, `ExecSync` and
 //! `StopContainer`). The agent never creates or starts containers.
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,10 @@
-//! The agent's ContainerRecreateRequest loop (spec §1 "Daemon"): watches only the active
-//! requests of its node (label selector `crr.apps.kruise.io/node-name=<node>,
-//! crr.apps.kruise.io/active=true`, in the instance's namespace when scoped), works on
-//! one request per Pod at a time, and for each container runs the preStop hook, stops it
-//! through the CRI and lets the kubelet start it again. What it decides is in
-//! [`crate::crr_plan`]; this module reads the runtime and writes the request's status.
+//! The agent's ContainerRecreateRequest loop (openkruise/kruise v1.9.0
+//! pkg/daemon/containerrecreate/crr_daemon_controller.go): watches only the active requests of its
+//! node (label selector `crr.apps.kruise.io/node-name=<node>, crr.apps.kruise.io/active=true`, in
+//! the instance's namespace when scoped), works on one request per Pod at a time, and for each
+//! container runs the preStop hook, stops it through the CRI and lets the kubelet start it again.
+//! What it decides is in [`crate::crr_plan`]; this module reads the runtime and writes the
+//! request's status.
 //!
 //! Writes: the request's status (merge patches), and the `Killing` event on the Pod.
 //! Reads: the Pod (its IP, for an httpGet/tcpSocket preStop) and the CRI.
@@ -393,8 +394,9 @@ impl Worker {
         }
     }
 
-    /// Spec §1 Daemon 4: preStop (bounded by the grace period), `StopContainer` with what
-    /// is left of it (at least 2s), and the `Killing` event on the Pod.
+    /// preStop (bounded by the grace period), `StopContainer` with what is left of it (at least
+    /// 2s), and the `Killing` event on the Pod: `KillContainer` of openkruise/kruise v1.9.0
+    /// pkg/daemon/kuberuntime/kuberuntime_container.go.
     async fn kill(
         &self,
         crr: &ContainerRecreateRequest,

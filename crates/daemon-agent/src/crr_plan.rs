@@ -1,6 +1,7 @@
-//! What the agent decides for a Pod's ContainerRecreateRequests (spec §1 "Daemon" 1–6),
-//! pure: which request is worked on, how long to wait for the Pod to be NotReady, each
-//! container's state from what the runtime reports, and which container to stop next.
+//! What the agent decides for a Pod's ContainerRecreateRequests (openkruise/kruise v1.9.0
+//! pkg/daemon/containerrecreate/crr_daemon_controller.go and crr_daemon_util.go), pure: which
+//! request is worked on, how long to wait for the Pod to be NotReady, each container's state from
+//! what the runtime reports, and which container to stop next.
 //! [`crate::crr`] reads the runtime and writes the decisions.
 
 use std::collections::BTreeMap;
@@ -52,8 +53,9 @@ pub struct Pick {
     pub set_pending: Vec<usize>,
 }
 
-/// Spec §1 Daemon 1: order by phase then creation; the first unfinished one is worked on,
-/// the other unseen ones become Pending. One request per Pod at a time.
+/// Upstream's `pickRecreateRequest` (with `crrListByPhaseAndCreated`): order by phase then
+/// creation; the first unfinished one is worked on, the other unseen ones become Pending. One
+/// request per Pod at a time.
 pub fn pick(crrs: &[&ContainerRecreateRequest]) -> Pick {
     let mut order: Vec<usize> = (0..crrs.len()).collect();
     order.sort_by_key(|&i| {
@@ -91,7 +93,8 @@ pub enum Unready {
     Invalid(String),
 }
 
-/// Spec §1 Daemon 2.
+/// How long to wait for the Pod to be NotReady first (upstream's `getPreRecreateGraceTime` and its
+/// use in `sync`).
 pub fn unready(crr: &ContainerRecreateRequest, now: Timestamp) -> Unready {
     let Some(grace) = crr
         .spec
@@ -128,8 +131,8 @@ fn runtime_of(container_id: &str) -> Option<&str> {
     container_id.split_once("://").map(|(r, _)| r)
 }
 
-/// Spec §1 Daemon 6: the request's containers must all run on `runtime_name` (the CRI
-/// runtime this agent talks to); otherwise the message to complete it with.
+/// As upstream's `newRuntimeManager`: the request's containers must all run on `runtime_name` (the
+/// CRI runtime this agent talks to); otherwise the message to complete it with.
 pub fn runtime_mismatch(crr: &ContainerRecreateRequest, runtime_name: &str) -> Option<String> {
     let runtimes: std::collections::BTreeSet<&str> = crr
         .spec
@@ -165,7 +168,8 @@ pub struct Observed {
     pub restart_count: i32,
 }
 
-/// The newest container per name (spec §1 Daemon 3: the latest attempt is the one that
+/// The newest container per name (as kubelet's `PodStatus.FindContainerStatusByName`, which
+/// upstream's `getCurrentCRRContainersRecreateStates` uses: the latest attempt is the one that
 /// counts), IDs prefixed with `runtime_name`.
 pub fn newest_per_name(
     containers: Vec<RuntimeContainer>,
@@ -206,7 +210,8 @@ fn synced(crr: &ContainerRecreateRequest) -> Vec<ContainerRecreateRequestSyncCon
         .unwrap_or_default()
 }
 
-/// Spec §1 Daemon 3: each listed container's state, by the first rule that matches.
+/// Each listed container's state, by the first rule that matches (upstream's
+/// `getCurrentCRRContainersRecreateStates`).
 pub fn container_states(
     crr: &ContainerRecreateRequest,
     observed: &BTreeMap<String, Observed>,
@@ -277,9 +282,9 @@ pub enum Step {
     Wait(Option<Duration>),
 }
 
-/// Spec §1 Daemon 4–5: walk the containers in order. Marks the Recreating ones killed
-/// (in `states`), stops at the first Recreating one with orderedRecreate, and picks the
-/// first Pending one that exists to stop (one stop per pass).
+/// Upstream's `manage`: walk the containers in order. Marks the Recreating ones killed (in
+/// `states`), stops at the first Recreating one with orderedRecreate, and picks the first Pending
+/// one that exists to stop (one stop per pass).
 pub fn walk(
     crr: &ContainerRecreateRequest,
     states: &mut [ContainerState],

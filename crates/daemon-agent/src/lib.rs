@@ -1,13 +1,14 @@
-//! `daemon-agent`: the node agent of spec §0 and §2 (one per node, a DaemonSet). It
-//! watches only its own NodeImage (field selector `metadata.name=<node>`), pulls the
-//! listed image tags through the node's CRI runtime ([`cri`]), and reports the pull
-//! progress in the NodeImage's status, one write per change of phase. It never creates
-//! Kubernetes objects other than Events, and never creates or starts containers.
+//! `daemon-agent`: the node agent, kruise-daemon's counterpart (openkruise/kruise v1.9.0
+//! pkg/daemon; one per node, a DaemonSet; see docs/architecture.md). It watches only its own
+//! NodeImage (field selector `metadata.name=<node>`), pulls the listed image tags through the
+//! node's CRI runtime ([`cri`]), and reports the pull progress in the NodeImage's status, one write
+//! per change of phase. It never creates Kubernetes objects other than Events, and never creates or
+//! starts containers.
 //!
 //! What it decides is in [`plan`] (pure); [`puller`] runs one worker per tag.
 //!
-//! It also serves its node's ContainerRecreateRequests (spec §1 "Daemon"): [`crr`] watches
-//! them and stops containers through the CRI, [`crr_plan`] decides (pure).
+//! It also serves its node's ContainerRecreateRequests (upstream's pkg/daemon/containerrecreate):
+//! [`crr`] watches them and stops containers through the CRI, [`crr_plan`] decides (pure).
 //! [`containermeta`]: env from metadata. It watches its node's Pods and restarts, during
 //! an in-place update, exactly the containers whose env reads a label or annotation that
 //! changed.

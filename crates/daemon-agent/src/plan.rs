@@ -1,6 +1,8 @@
-//! What the agent decides, without I/O: which tags need a pull worker (spec §2 daemon 1),
-//! the status it reports from the workers' states (§2 daemon 3–4), and the attempt /
-//! backoff / deadline arithmetic of one worker (§2 daemon 2.2).
+//! What the agent decides, without I/O: which tags need a pull worker (upstream's
+//! `realWorkerPool.Sync`), the status it reports from the workers' states (`realPuller.GetStatus`,
+//! `realWorkerPool.GetStatus`), and the attempt / backoff / deadline arithmetic of one worker
+//! (`pullWorker.Run`), all in openkruise/kruise v1.9.0
+//! pkg/daemon/imagepuller/imagepuller_worker.go.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,6 +1,7 @@
-//! The pull workers: one task per tag of the current version (spec §2 daemon 1–3). Each
-//! worker records its state in [`States`] and wakes the status writer on every change of
-//! phase, never per progress tick.
+//! The pull workers: one task per tag of the current version (as `realWorkerPool` and `pullWorker`
+//! of openkruise/kruise v1.9.0 pkg/daemon/imagepuller/imagepuller_worker.go). Each worker records
+//! its state in [`States`] and wakes the status writer on every change of phase, never per progress
+//! tick.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,9 @@
-//! The image pre-pull controllers (spec §2 manager, §3, §4): NodeImage per node created,
-//! relabelled, pruned and garbage-collected; ImagePullJob turned into NodeImage tag
-//! entries under its parallelism, its status read back from the NodeImages' statuses;
-//! ImageListPullJob as one owned ImagePullJob per image. The pulls themselves are the
-//! node agent's (`daemon-agent`). Everything decided is in [`plan`] (pure).
+//! The image pre-pull controllers (openkruise/kruise v1.9.0 pkg/controller/nodeimage,
+//! pkg/controller/imagepulljob, pkg/controller/imagelistpulljob): NodeImage per node created,
+//! relabelled, pruned and garbage-collected; ImagePullJob turned into NodeImage tag entries under
+//! its parallelism, its status read back from the NodeImages' statuses; ImageListPullJob as one
+//! owned ImagePullJob per image. The pulls themselves are the node agent's (`daemon-agent`).
+//! Everything decided is in [`plan`] (pure).
 
 pub mod authz;
 pub mod error;

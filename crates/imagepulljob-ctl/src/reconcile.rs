@@ -92,9 +92,9 @@ pub fn format_references(refs: &[String]) -> String {
     refs.join(",")
 }
 
-/// Copies the job's pull secrets into the config namespace (spec §3.3), the job added to
-/// each copy's references. A missing source is skipped (its tag then lacks the reference
-/// and the node stays unsynced until it appears).
+/// Copies the job's pull secrets into the config namespace (upstream's `syncJobPullSecrets` and
+/// `claimImagePullJobSecrets`), the job added to each copy's references. A missing source is
+/// skipped (its tag then lacks the reference and the node stays unsynced until it appears).
 async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
     let ns = j.namespace().unwrap_or_default();
     if ns == ctx.config_namespace {
@@ -390,8 +390,8 @@ pub async fn sweep_node_images(ctx: &Context) -> Result<Option<Duration>> {
                     spec: Default::default(),
                     status: None,
                 };
-                // With its counters at 0 (the seed's `kubectl get nodeimage`), until the
-                // node's agent writes its own.
+                // With its counters at 0 (as `kubectl get nodeimage` shows a fresh one under
+                // OpenKruise), until the node's agent writes its own.
                 match api.create(&PostParams::default(), &ni).await {
                     Ok(_) => write_status(&api, name, &Default::default()).await,
                     Err(e) => Err(e),

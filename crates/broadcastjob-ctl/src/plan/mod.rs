@@ -1,7 +1,7 @@
-//! The pure part of the BroadcastJob controller (spec 4.1): from the job, its Pods, the
-//! nodes and the time, what to create and delete, the status to write, the events to
-//! report, and when to look again. No client, no clock, no randomness (Pod name
-//! suffixes come from the caller).
+//! The pure part of the BroadcastJob controller (openkruise/kruise v1.9.0
+//! pkg/controller/broadcastjob/broadcastjob_controller.go): from the job, its Pods, the nodes and
+//! the time, what to create and delete, the status to write, the events to report, and when to look
+//! again. No client, no clock, no randomness (Pod name suffixes come from the caller).
 
 #[cfg(test)]
 mod proptests;
@@ -50,7 +50,8 @@ pub struct Outcome<'a> {
     pub delete_job: bool,
 }
 
-/// How the job's Pods count (spec 4.1.4). Terminating Pods count nowhere.
+/// How the job's Pods count (as `filterPods` in openkruise/kruise v1.9.0
+/// pkg/controller/broadcastjob/broadcastjob_utils.go). Terminating Pods count nowhere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     pub active: i32,
@@ -126,7 +127,8 @@ pub fn deadline_left(start: Timestamp, deadline_seconds: i64, now: Timestamp) ->
         .then(|| Duration::try_from(left).unwrap_or_default())
 }
 
-/// The job's plan for this round (spec 4.1.5–4.1.12).
+/// The job's plan for this round (upstream's `Reconcile` and `reconcilePods`, openkruise/kruise
+/// v1.9.0 pkg/controller/broadcastjob/broadcastjob_controller.go).
 pub fn plan<'a>(world: &World<'a>, ids: &mut impl Iterator<Item = String>) -> Outcome<'a> {
     let job = world.job;
     let now = world.now;

@@ -1,4 +1,4 @@
-//! Plan tests: spec 4.1 and the subtle cases of spec 7.
+//! Plan tests: the controller's rules (see [`super`]) and their edge cases.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,6 +1,7 @@
-//! BroadcastJob admission (spec 3): defaulting (mutating) and validation, served on the
-//! shared webhook server. Both work on the object's JSON, so fields our types do not
-//! model survive defaulting and a value our types cannot hold is still reported.
+//! BroadcastJob admission (openkruise/kruise v1.9.0 pkg/webhook/broadcastjob/mutating and
+//! pkg/webhook/broadcastjob/validating): defaulting (mutating) and validation, served on the shared
+//! webhook server. Both work on the object's JSON, so fields our types do not model survive
+//! defaulting and a value our types cannot hold is still reported.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

@@ -1,5 +1,7 @@
-//! The pure part of the AdvancedCronJob controller (spec 4.2): from the cron job, its
-//! children and the time, the status to write, the children to delete (history, the
+//! The pure part of the AdvancedCronJob controller (openkruise/kruise v1.9.0
+//! pkg/controller/advancedcronjob/advancedcronjob_job_controller.go and
+//! advancedcronjob_broadcastjob_controller.go, `reconcileJob` / `reconcileBroadcastJob`): from the
+//! cron job, its children and the time, the status to write, the children to delete (history, the
 //! Replace policy), the child to create and when to look again. No client, no clock.
 
 pub mod schedule;
@@ -168,7 +170,8 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
 }
 
-/// The status of the cron job with these children (spec 4.2.1–4.2.3).
+/// The status of the cron job with these children (`active`, `lastScheduleTime`, as the start of
+/// upstream's `reconcileJob`).
 pub fn compute_status(cron: &AdvancedCronJob, children: &[Child]) -> AdvancedCronJobStatus {
     let mut active: Vec<&Child> = children.iter().filter(|c| c.finished.is_none()).collect();
     active.sort_by(|a, b| a.name().cmp(b.name()));
@@ -207,8 +210,8 @@ pub fn history_to_prune(cron: &AdvancedCronJob, children: &[Child]) -> Vec<Objec
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TooManyMissed;
 
-/// The latest missed tick (≤ now) since `earliest`, and the next one after now
-/// (spec 4.2.6).
+/// The latest missed tick (≤ now) since `earliest`, and the next one after now (upstream's
+/// `getNextSchedule`).
 pub fn missed_and_next(
     schedule: &Schedule,
     earliest: Timestamp,
@@ -234,7 +237,7 @@ pub fn missed_and_next(
     Ok((missed, schedule.next_after(now)))
 }
 
-/// The cron job's plan for this round (spec 4.2).
+/// The cron job's plan for this round (upstream's `reconcileJob` / `reconcileBroadcastJob`).
 pub fn plan(world: &World) -> Outcome {
     let cron = world.cron;
     let now = world.now;
@@ -368,7 +371,8 @@ pub fn new_child(cron: &AdvancedCronJob, kind: TemplateKind, scheduled: Timestam
     }
 }
 
-/// `<cron>-<scheduled time in Unix seconds>` (upstream, and seed `acj-test-1646305200`).
+/// `<cron>-<scheduled time in Unix seconds>`, as upstream names its children (e.g.
+/// `acj-test-1646305200`).
 pub fn child_name(cron: &str, scheduled: Timestamp) -> String {
     format!("{cron}-{}", scheduled.as_second())
 }

@@ -1,4 +1,4 @@
-//! Plan tests: schedules in named zones, missed ticks, concurrency, history (spec 4.2, 7).
+//! Plan tests: schedules in named zones, missed ticks, concurrency, history.
 
 use std::time::Duration;
 

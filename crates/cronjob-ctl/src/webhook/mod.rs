@@ -1,5 +1,6 @@
-//! AdvancedCronJob admission (spec 3): defaulting (mutating) and validation, on the
-//! object's JSON.
+//! AdvancedCronJob admission (openkruise/kruise v1.9.0 pkg/webhook/advancedcronjob/mutating and
+//! pkg/webhook/advancedcronjob/validating/advancedcronjob_create_update_handler.go): defaulting
+//! (mutating) and validation, on the object's JSON.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -25,7 +26,7 @@ pub const FORBIDDEN_UPDATE: &str = "updates to advancedcronjob spec for fields o
 const RESTART_POLICY: &str = "pod restartPolicy can only be Never or OnFailure";
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 
-/// The spec fields an UPDATE may change (spec 3, rule 6).
+/// The spec fields an UPDATE may change (upstream's `validateAdvancedCronJobUpdate`).
 const MUTABLE: [&str; 7] = [
     "schedule",
     "concurrencyPolicy",
@@ -128,7 +129,8 @@ pub fn validate(object: &Value, old: Option<&Value>) -> Vec<FieldError> {
     errors
 }
 
-/// `schedule` and `timeZone` (spec 3, rules 2–3), with the parser's message.
+/// `schedule` and `timeZone` (upstream's `validateAdvancedCronJobSpecSchedule` and
+/// `validateTimeZone`), with the parser's message.
 pub fn schedule_errors(spec: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let text = spec
@@ -166,7 +168,8 @@ pub fn schedule_errors(spec: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// Exactly one template, and its Pod template valid (spec 3, rule 5).
+/// Exactly one template, and its Pod template valid (upstream's
+/// `validateAdvancedCronJobSpecTemplate`).
 fn template_errors(spec: &Value) -> Vec<FieldError> {
     let template = spec.get("template");
     let present = |key: &str| {

@@ -1,8 +1,9 @@
-//! What the manager does with one ContainerRecreateRequest (spec §1 "Manager controller"
-//! 1–6), as a pure function of the request, its Pod and the time. The node agent does the
-//! recreating; the manager only finishes what the agent cannot see (the Pod gone, no agent
-//! answering, the deadline), keeps the Pod NotReady while asked to, feeds the agent the
-//! Pod's container statuses, and deletes finished requests after their TTL.
+//! What the manager does with one ContainerRecreateRequest (openkruise/kruise v1.9.0
+//! pkg/controller/containerrecreaterequest/crr_controller.go, `Reconcile`), as a pure function of
+//! the request, its Pod and the time. The node agent does the recreating; the manager only finishes
+//! what the agent cannot see (the Pod gone, no agent answering, the deadline), keeps the Pod
+//! NotReady while asked to, feeds the agent the Pod's container statuses, and deletes finished
+//! requests after their TTL.
 
 use std::time::Duration;
 

@@ -1,8 +1,9 @@
-//! Admission of ContainerRecreateRequests (spec §1 "Admission"): on CREATE the mutating
-//! webhook checks the request against its Pod and stamps it (labels, defaults, the
-//! containers' preStop, ports and status context); on UPDATE the validating webhook keeps
-//! the spec, the Pod's labels and the unready-acquired annotation immutable. Both refuse
-//! everything while the `KruiseDaemon` gate is off (HTTP 403), as OpenKruise does.
+//! Admission of ContainerRecreateRequests (as openkruise/kruise v1.9.0
+//! pkg/webhook/containerrecreaterequest/mutating/crr_mutating_handler.go): on CREATE the mutating
+//! webhook checks the request against its Pod and stamps it (labels, defaults, the containers'
+//! preStop, ports and status context); on UPDATE the validating webhook keeps the spec, the Pod's
+//! labels and the unready-acquired annotation immutable. Both refuse everything while the
+//! `KruiseDaemon` gate is off (HTTP 403), as OpenKruise does.
 //!
 //! The checks work on the object's JSON: an unknown `failurePolicy` cannot be decoded into
 //! our types but must still be reported by name.

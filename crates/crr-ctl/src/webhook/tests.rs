@@ -1,7 +1,8 @@
 use super::*;
 use proptest::prelude::*;
 
-fn seed() -> Value {
+/// The example request of OpenKruise v0.9.0 release notes.
+fn sample_request() -> Value {
     json!({
         "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest",
         "metadata": {"name": "xxx", "namespace": "pod-namespace"},
@@ -65,8 +66,8 @@ fn only_error(object: &Value, pod: Option<&Pod>) -> String {
 }
 
 #[test]
-fn seed_request_is_stamped_from_its_pod() {
-    let out = admit_create(&seed(), Some(&the_pod())).unwrap();
+fn sample_request_is_stamped_from_its_pod() {
+    let out = admit_create(&sample_request(), Some(&the_pod())).unwrap();
     let labels = &out["metadata"]["labels"];
     assert_eq!(labels[keys::CRR_NODE_NAME], "node1");
     assert_eq!(labels[keys::CRR_POD_UID], "4a1b2c3d");
@@ -193,7 +194,7 @@ fn several_spec_errors_are_reported_together() {
 
 #[test]
 fn update_keeps_spec_labels_and_acquired_annotation() {
-    let old = admit_create(&seed(), Some(&the_pod())).unwrap();
+    let old = admit_create(&sample_request(), Some(&the_pod())).unwrap();
     // What the manager does: annotations, finalizers, the active label dropped.
     let mut ok = old.clone();
     ok["metadata"]["annotations"] = json!({keys::CRR_UNREADY_ACQUIRED: "2021-05-20T08:00:00Z"});

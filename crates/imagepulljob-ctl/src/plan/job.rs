@@ -1,6 +1,7 @@
-//! ImagePullJob (spec §3): target nodes, per-node state, the NodeImage tag writes under
-//! the parallelism limit, and the job's status, completion and TTL. Pure: the caller
-//! passes the time and the random TTL jitter.
+//! ImagePullJob (openkruise/kruise v1.9.0 pkg/controller/imagepulljob/imagepulljob_controller.go
+//! and imagepulljob_utils.go): target nodes, per-node state, the NodeImage tag writes under the
+//! parallelism limit, and the job's status, completion and TTL. Pure: the caller passes the time
+//! and the random TTL jitter.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -57,9 +58,10 @@ pub fn parallelism(job: &ImagePullJob) -> i32 {
     }
 }
 
-/// The nodes (NodeImages) the job targets, in the order nodes are written (spec §3.2):
-/// the nodes of matching active, scheduled Pods of the job's namespace (`podSelector`);
-/// else the listed names (missing ones ignored); else the label selector; else all.
+/// The nodes (NodeImages) the job targets, in the order nodes are written (upstream's
+/// `syncNodeImages`): the nodes of matching active, scheduled Pods of the job's namespace
+/// (`podSelector`); else the listed names (missing ones ignored); else the label selector; else
+/// all.
 pub fn targets<'a>(
     job: &ImagePullJob,
     node_images: &'a [std::sync::Arc<NodeImage>],
@@ -100,7 +102,7 @@ pub fn targets<'a>(
     }
 }
 
-/// Where a node stands for a job (spec §3.4).
+/// Where a node stands for a job (upstream's `calculateStatus`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeState {
     /// The tag does not list the job (or lacks a secret): counted nowhere.
@@ -195,7 +197,7 @@ fn seconds_until(at: Timestamp, now: Timestamp) -> Duration {
     }
 }
 
-/// The job's plan (spec §3.4–§3.8).
+/// The job's plan (upstream's `Reconcile`, `syncNodeImages` and `calculateStatus`).
 pub fn plan(world: &JobWorld) -> JobPlan {
     let job = world.job;
     let template = &job.spec.template;
@@ -319,7 +321,8 @@ pub fn plan(world: &JobWorld) -> JobPlan {
     out
 }
 
-/// The tag's `ttlSecondsAfterFinished` and `activeDeadlineSeconds` (spec §3.6).
+/// The tag's `ttlSecondsAfterFinished` and `activeDeadlineSeconds` (upstream's
+/// `getTTLSecondsForAlways`, `getTTLSecondsForNever` and `getActiveDeadlineSecondsForNever`).
 pub fn tag_ttl_and_deadline(world: &JobWorld) -> (i32, Option<i64>) {
     let template = &world.job.spec.template;
     let pull = template.pull_policy.clone().unwrap_or_default();
@@ -346,9 +349,9 @@ pub fn tag_ttl_and_deadline(world: &JobWorld) -> (i32, Option<i64>) {
     }
 }
 
-/// The NodeImage's entry for `name` once the job is written into it (spec §3.5): the
-/// job added as owner of the tag and its version bumped, or a new tag with version =
-/// the last reported version + 1; the secret references and sandbox config merged in.
+/// The NodeImage's entry for `name` once the job is written into it (upstream's `syncNodeImages`):
+/// the job added as owner of the tag and its version bumped, or a new tag with version = the last
+/// reported version + 1; the secret references and sandbox config merged in.
 #[allow(clippy::too_many_arguments)]
 pub fn write_tag(
     ni: &NodeImage,

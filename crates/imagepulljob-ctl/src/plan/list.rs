@@ -1,5 +1,6 @@
-//! ImageListPullJob (spec §4): one owned ImagePullJob per image, recreated when the
-//! template changes, and the list's status aggregated from them. Pure.
+//! ImageListPullJob (openkruise/kruise v1.9.0
+//! pkg/controller/imagelistpulljob/imagelistpulljob_controller.go): one owned ImagePullJob per
+//! image, recreated when the template changes, and the list's status aggregated from them. Pure.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

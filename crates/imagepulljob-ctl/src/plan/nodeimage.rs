@@ -1,6 +1,7 @@
-//! NodeImage lifecycle and pruning (spec §2 manager): one NodeImage per Ready node with the
-//! node's labels, deleted with the node (unless labelled fake), and its spec pruned of
-//! tags nobody wants any more. Pure.
+//! NodeImage lifecycle and pruning (openkruise/kruise v1.9.0
+//! pkg/controller/nodeimage/nodeimage_controller.go): one NodeImage per Ready node with the node's
+//! labels, deleted with the node (unless labelled fake), and its spec pruned of tags nobody wants
+//! any more. Pure.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -103,7 +104,7 @@ pub struct PruneWorld<'a> {
     pub now: Timestamp,
 }
 
-/// The pruned spec (spec §2 manager 2) when anything changed, and when to look again
+/// The pruned spec (upstream's `doUpdateNodeImage`) when anything changed, and when to look again
 /// (the next tag TTL expiry).
 pub fn prune(ni: &NodeImage, world: &PruneWorld) -> (Option<NodeImageSpec>, Option<Duration>) {
     let job_kind = ImagePullJob::kind(&());
@@ -167,7 +168,7 @@ pub const DEADLINE_GRACE: SignedDuration = SignedDuration::from_secs(600);
 pub const MESSAGE_NODE_SILENT: &str = "node has not responded for a long time";
 pub const MESSAGE_DEADLINE: &str = "pulling exceeds the activeDeadlineSeconds";
 
-/// A tag the controller marks Failed (spec §2 manager 3).
+/// A tag the controller marks Failed (upstream's `updateNodeImageStatus`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimedOut {
     pub image: String,

@@ -297,8 +297,9 @@ fn targets_by_names_labels_pods_or_all() {
     assert_eq!(names(job::targets(&by_pods, &nis, &pods)), ["node-3"]);
 }
 
+/// The example ImagePullJob of OpenKruise's documentation (ImagePullJob user manual).
 #[test]
-fn seed_job_writes_both_nodes_at_once_with_its_policy() {
+fn sample_job_writes_both_nodes_at_once_with_its_policy() {
     let j = pull_job(|s| {
         s.template.parallelism = Some(IntOrString::Int(10));
         s.template.completion_policy = ImagePullJobCompletionPolicy {

@@ -1,6 +1,7 @@
-//! Admission of ImagePullJob, ImageListPullJob and NodeImage (spec §2 and §3 validation):
-//! on the objects' JSON, so a value our types cannot hold is still reported, with the
-//! field's path in every message.
+//! Admission of ImagePullJob, ImageListPullJob and NodeImage (openkruise/kruise v1.9.0
+//! pkg/webhook/imagepulljob/validating, pkg/webhook/imagelistpulljob/validating and
+//! pkg/webhook/nodeimage/validating, each `*_create_update_handler.go`): on the objects' JSON, so a
+//! value our types cannot hold is still reported, with the field's path in every message.
 
 use std::collections::BTreeSet;
 
@@ -224,7 +225,8 @@ pub fn validate_list(object: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// NodeImage validation (spec §2).
+/// NodeImage validation (`validateV1beta1` in openkruise/kruise v1.9.0
+/// pkg/webhook/nodeimage/validating/nodeimage_create_update_handler.go).
 pub fn validate_node_image(object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let Some(images) = object.pointer("/spec/images").and_then(Value::as_object) else {

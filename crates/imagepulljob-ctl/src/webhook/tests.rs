@@ -14,7 +14,8 @@ fn messages(errors: &[FieldError]) -> String {
         .join("\n")
 }
 
-fn seed() -> Value {
+/// The example ImagePullJob of OpenKruise's documentation (ImagePullJob user manual).
+fn sample_job() -> Value {
     json!({
         "image": "nginx:1.9.1",
         "parallelism": 10,
@@ -27,13 +28,13 @@ fn seed() -> Value {
 }
 
 #[test]
-fn the_seed_job_is_valid() {
-    assert_eq!(messages(&validate_job(&job(seed()), None)), "");
+fn the_sample_job_is_valid() {
+    assert_eq!(messages(&validate_job(&job(sample_job()), None)), "");
 }
 
 #[test]
-fn the_seed_as_printed_is_rejected_for_names_with_labels() {
-    let mut spec = seed();
+fn the_sample_as_printed_is_rejected_for_names_with_labels() {
+    let mut spec = sample_job();
     spec["selector"]["matchLabels"] = json!({"node-type": "xxx"});
     let m = messages(&validate_job(&job(spec), None));
     assert!(
@@ -45,7 +46,7 @@ fn the_seed_as_printed_is_rejected_for_names_with_labels() {
 
 #[test]
 fn selector_rules() {
-    let mut spec = seed();
+    let mut spec = sample_job();
     spec["selector"]["names"] = json!(["a", "a"]);
     spec["podSelector"] = json!({"matchLabels": {"pod-label": "xxx"}});
     let m = messages(&validate_job(&job(spec), None));
@@ -66,7 +67,7 @@ fn parallelism_cases_of_the_spec() {
         (json!(-1), false),
         (json!("10%"), false),
     ] {
-        let mut spec = seed();
+        let mut spec = sample_job();
         spec["parallelism"] = value.clone();
         let m = messages(&validate_job(&job(spec), None));
         assert_eq!(m.is_empty(), ok, "{value}: {m}");
@@ -81,7 +82,7 @@ fn parallelism_cases_of_the_spec() {
 
 #[test]
 fn image_is_required_and_parsed() {
-    let mut spec = seed();
+    let mut spec = sample_job();
     spec["image"] = json!("");
     assert!(messages(&validate_job(&job(spec.clone()), None)).contains("image can not be empty"));
     spec["image"] = json!("nginx:");
@@ -93,14 +94,14 @@ fn image_is_required_and_parsed() {
 
 #[test]
 fn deadline_below_timeout_and_never_with_deadline() {
-    let mut spec = seed();
+    let mut spec = sample_job();
     spec["completionPolicy"]["activeDeadlineSeconds"] = json!(200);
     let m = messages(&validate_job(&job(spec), None));
     assert!(
         m.contains("completionPolicy.activeDeadlineSeconds must be greater than pullPolicy.timeoutSeconds(default 600)"),
         "{m}"
     );
-    let mut spec = seed();
+    let mut spec = sample_job();
     spec["completionPolicy"]["type"] = json!("Never");
     let m = messages(&validate_job(&job(spec), None));
     assert!(
@@ -111,8 +112,8 @@ fn deadline_below_timeout_and_never_with_deadline() {
 
 #[test]
 fn pull_secrets_are_immutable() {
-    let old = job(seed());
-    let mut spec = seed();
+    let old = job(sample_job());
+    let mut spec = sample_job();
     spec["pullSecrets"] = json!(["other"]);
     let m = messages(&validate_job(&job(spec), Some(&old)));
     assert!(m.contains("spec.pullSecrets is immutable"), "{m}");
