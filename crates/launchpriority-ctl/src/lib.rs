@@ -1,11 +1,13 @@
-//! Container launch priority (spec node-agent §5): a Pod whose containers must start in
-//! an order (annotation `apps.kruise.io/container-launch-priority: Ordered`, or a
+//! Container launch priority (README.md "Container launch priority"; openkruise/kruise v1.9.0
+//! pkg/controller/containerlaunchpriority and
+//! pkg/webhook/pod/mutating/container_launch_priority_initialization.go): a Pod whose containers
+//! must start in an order (annotation `apps.kruise.io/container-launch-priority: Ordered`, or a
 //! `KRUISE_CONTAINER_PRIORITY` env per container) gets, at creation, an env
-//! `KRUISE_CONTAINER_BARRIER` in every container reading the key `p_<priority>` of the
-//! ConfigMap `<pod>-barrier` ([`webhook`], pure part [`priority`]). The kubelet cannot
-//! start a container whose key is missing and retries; the barrier controller
-//! ([`reconcile`], pure part [`plan`]) creates the ConfigMap, owned by the Pod, and adds
-//! the keys highest priority first as the containers of each level become ready.
+//! `KRUISE_CONTAINER_BARRIER` in every container reading the key `p_<priority>` of the ConfigMap
+//! `<pod>-barrier` ([`webhook`], pure part [`priority`]). The kubelet cannot start a container
+//! whose key is missing and retries; the barrier controller ([`reconcile`], pure part [`plan`])
+//! creates the ConfigMap, owned by the Pod, and adds the keys highest priority first as the
+//! containers of each level become ready.
 //!
 //! The controller watches only Pods labelled `apps.kruise.io/container-launch-barrier`
 //! (set by the webhook, removed at completion): the cache holds the Pods being launched

@@ -1,6 +1,7 @@
-//! The barrier controller's pure part (spec §5.3): given a Pod the webhook gave barriers
-//! and the keys its `<pod>-barrier` ConfigMap holds, which key to release next and
-//! whether the launch is complete.
+//! The barrier controller's pure part (openkruise/kruise v1.9.0
+//! pkg/controller/containerlaunchpriority/container_launch_priority_controller.go): given a Pod the
+//! webhook gave barriers and the keys its `<pod>-barrier` ConfigMap holds, which key to release
+//! next and whether the launch is complete.
 //!
 //! A container's priority is read from its `KRUISE_CONTAINER_BARRIER` env (what the
 //! webhook decided), not recomputed: the env is what the kubelet waits on.
@@ -86,7 +87,8 @@ fn is_ready(pod: &Pod, container: &str) -> bool {
         .is_some_and(|c| c.ready)
 }
 
-/// Spec §5.3. `barrier`: the keys of `<pod>-barrier`, `None` when it does not exist.
+/// As upstream's `handle` and `findNextPriorities`. `barrier`: the keys of `<pod>-barrier`, `None`
+/// when it does not exist.
 ///
 /// The key released is that of the highest priority among the containers still pending
 /// (not ready, or their key not released: a kubelet cannot run a container without its

@@ -1,6 +1,8 @@
-//! The webhook's pure part (spec §5.1–5.2): which launch priority each container of a
-//! new Pod gets, and the Pod with the barrier env that holds each container back until
-//! its priority's key exists in `<pod>-barrier`.
+//! The webhook's pure part (openkruise/kruise v1.9.0
+//! pkg/webhook/pod/mutating/container_launch_priority_initialization.go and
+//! pkg/util/containerlaunchpriority/container_launch_priority.go): which launch priority each
+//! container of a new Pod gets, and the Pod with the barrier env that holds each container back
+//! until its priority's key exists in `<pod>-barrier`.
 //!
 //! Works on the Pod's JSON as the apiserver sent it, so fields our types do not model
 //! survive the patch untouched.
@@ -73,8 +75,8 @@ fn env_priority(container: &Value, path: &str) -> Result<i32, FieldError> {
         .ok_or_else(|| field::invalid(format!("{path}.env[{j}].value"), format!("{raw:?}"), range))
 }
 
-/// Spec §5.1: `Ordered` gives container *i* priority −i; otherwise each container's
-/// `KRUISE_CONTAINER_PRIORITY`. Only Pods with more than one container are ordered.
+/// As upstream's `getPriority`: `Ordered` gives container *i* priority −i; otherwise each
+/// container's `KRUISE_CONTAINER_PRIORITY`. Only Pods with more than one container are ordered.
 pub fn decide(pod: &Value) -> Decision {
     let containers = containers(pod);
     if containers.len() < 2 {
@@ -122,11 +124,11 @@ pub fn key_priority(key: &str) -> Option<i32> {
         .ok()
 }
 
-/// The Pod with its barriers (spec §5.2): a concrete name (`name`: the Pod's own, or one
-/// the caller generated from `generateName`), the label the barrier controller watches,
-/// and in every container the env `KRUISE_CONTAINER_BARRIER` reading `p_<priority>` from
-/// `<name>-barrier`. A barrier env already there (the webhook called again after a later
-/// webhook added a container) is replaced, so calling it twice changes nothing.
+/// The Pod with its barriers (upstream's `setPodEnv` and `GeneratePriorityEnv`): a concrete name
+/// (`name`: the Pod's own, or one the caller generated from `generateName`), the label the barrier
+/// controller watches, and in every container the env `KRUISE_CONTAINER_BARRIER` reading
+/// `p_<priority>` from `<name>-barrier`. A barrier env already there (the webhook called again
+/// after a later webhook added a container) is replaced, so calling it twice changes nothing.
 pub fn with_barriers(pod: &Value, name: &str, priorities: &[i32]) -> Value {
     let mut out = pod.clone();
     if let Some(meta) = out.get_mut("metadata").and_then(Value::as_object_mut) {

@@ -90,8 +90,8 @@ async fn carry_out(
     if plan.complete {
         let pods: Api<Pod> =
             Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
-        // One write: the completion the spec asks for, and the label that kept the Pod in
-        // this controller's watch removed.
+        // One write: the completion (as upstream's `patchCompleted`), and the label that kept the
+        // Pod in this controller's watch removed.
         pods.patch(
             &name,
             &PatchParams::default(),

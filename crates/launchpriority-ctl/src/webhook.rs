@@ -1,18 +1,19 @@
-//! The Pod CREATE webhook (spec §5.1–5.2): gives the containers of a Pod that asks for a
-//! launch order their barrier env, or refuses a Pod whose `KRUISE_CONTAINER_PRIORITY` is
-//! not an integer in range.
+//! The Pod CREATE webhook (as upstream's `containerLaunchPriorityInitialization`, openkruise/kruise
+//! v1.9.0 pkg/webhook/pod/mutating/container_launch_priority_initialization.go): gives the
+//! containers of a Pod that asks for a launch order their barrier env, or refuses a Pod whose
+//! `KRUISE_CONTAINER_PRIORITY` is not an integer in range.
 //!
 //! Scope: `failurePolicy: Fail` (a Pod that asked for an order must not start its
 //! containers unordered), so the apiserver calls it only for Pods that asked, through a
 //! `matchConditions` expression: more than one container and the `Ordered` annotation or
 //! a `KRUISE_CONTAINER_PRIORITY` env. No other Pod creation depends on this binary.
 //!
-//! Order against SidecarSet injection (spec §5.1: after it, so an injected sidecar gets
-//! its barrier too): mutating configurations are called in the order of their names, and
-//! ours, `kruise-sidecarset-z-launchpriority-mutating`, sorts after
-//! `kruise-sidecarset-mutating`. `reinvocationPolicy: IfNeeded` covers any other webhook
-//! that adds a container after us: the apiserver calls us again and the barriers are
-//! recomputed (the injection is idempotent).
+//! Order against SidecarSet injection (after it, as in upstream's
+//! pkg/webhook/pod/mutating/pod_create_update_handler.go, so an injected sidecar gets its barrier
+//! too): mutating configurations are called in the order of their names, and ours,
+//! `kruise-sidecarset-z-launchpriority-mutating`, sorts after `kruise-sidecarset-mutating`.
+//! `reinvocationPolicy: IfNeeded` covers any other webhook that adds a container after us: the
+//! apiserver calls us again and the barriers are recomputed (the injection is idempotent).
 
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

@@ -1,8 +1,9 @@
 //! The PersistentPodState controller (`apps.kruise.io/v1alpha1` PersistentPodState,
-//! spec pod-safety §3): records where each Pod of a StatefulSet (apps/v1 or Advanced)
-//! ran, generates PPSs from StatefulSet annotations, and serves the Pod webhook that
-//! steers a re-created Pod back to its node or zone. Everything it decides is in
-//! [`plan`] (pure); [`reconcile`] reads the caches and writes.
+//! openkruise/kruise v1.9.0 pkg/controller/persistentpodstate; introduced in OpenKruise v1.2, see
+//! its release notes): records where each Pod of a StatefulSet (apps/v1 or Advanced) ran, generates
+//! PPSs from StatefulSet annotations, and serves the Pod webhook that steers a re-created Pod back
+//! to its node or zone. Everything it decides is in [`plan`] (pure); [`reconcile`] reads the caches
+//! and writes.
 //!
 //! Three controllers run while this replica leads: one keyed on PPSs (status), and one
 //! per StatefulSet kind (auto-generation). Both replicas keep the caches warm and serve

@@ -70,7 +70,9 @@ fn target_of(ctx: &Context, pps: &PersistentPodState, ns: &str) -> Option<(Strin
     }
 }
 
-/// One PPS: its status from the target's Pods and their nodes (spec 3.3.1–2).
+/// One PPS: its status from the target's Pods and their nodes (upstream's `Reconcile` and
+/// `getPodState`, openkruise/kruise v1.9.0
+/// pkg/controller/persistentpodstate/persistent_pod_state_controller.go).
 pub async fn reconcile(pps: Arc<PersistentPodState>, ctx: Arc<Context>) -> Result<Action> {
     let (pps, ctx) = (pps.as_ref(), ctx.as_ref());
     let ns = pps

@@ -1,6 +1,7 @@
-//! The protection judgments (spec pod-safety §2), pure: what a label asks for, what kind
-//! of object is being deleted, how many live dependants it has → refuse (the message) or
-//! not. The webhook (`webhook.rs`) only reads the request and counts.
+//! The protection judgments (openkruise/kruise v1.9.0
+//! pkg/webhook/util/deletionprotection/deletion_protection.go), pure: what a label asks for, what
+//! kind of object is being deleted, how many live dependants it has → refuse (the message) or not.
+//! The webhook (`webhook.rs`) only reads the request and counts.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +18,10 @@ pub enum Protection {
 }
 
 impl Protection {
-    /// The protection an object with `labels` asks for: none without the label, with
-    /// another value (the spec: "any other value puts no restriction"), or when the
-    /// object is already being deleted (`terminating`: a second DELETE of a terminating
-    /// object changes nothing, and a finalizer's owner must be able to finish).
+    /// The protection an object with `labels` asks for: none without the label, with another value
+    /// (any other value puts no restriction, as upstream's `default:` branch), or when the object
+    /// is already being deleted (`terminating`: a second DELETE of a terminating object changes
+    /// nothing, and a finalizer's owner must be able to finish).
     pub fn of(labels: &BTreeMap<String, String>, terminating: bool) -> Option<Protection> {
         if terminating {
             return None;
@@ -55,8 +56,8 @@ pub enum Workload {
     /// UnitedDeployment: `spec.replicas` may be left unset (nothing defaults it here);
     /// unset counts as 0, as upstream's check skips a nil replicas.
     UnitedDeployment,
-    /// Advanced DaemonSet (beyond the seed's table, kept from daemonset-ctl's check): no
-    /// replicas, so the Pods it runs, `status.currentNumberScheduled`.
+    /// Advanced DaemonSet (beyond the table of OpenKruise v0.9.0 release notes, kept from
+    /// daemonset-ctl's check): no replicas, so the Pods it runs, `status.currentNumberScheduled`.
     DaemonSet,
 }
 

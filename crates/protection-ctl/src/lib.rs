@@ -1,7 +1,8 @@
-//! Resource deletion protection (spec pod-safety §2, gate `ResourcesDeletionProtection`):
-//! a DELETE of a Namespace, CRD, workload, Service or Ingress labelled
-//! `policy.kruise.io/delete-protection: Always` is refused, and one labelled `Cascading`
-//! while it still has live dependants (active Pods, CRs, replicas).
+//! Resource deletion protection (README.md "Resource deletion protection"; openkruise/kruise v1.9.0
+//! pkg/webhook/util/deletionprotection/deletion_protection.go; gate `ResourcesDeletionProtection`,
+//! docs/feature-gates.md): a DELETE of a Namespace, CRD, workload, Service or Ingress labelled
+//! `policy.kruise.io/delete-protection: Always` is refused, and one labelled `Cascading` while it
+//! still has live dependants (active Pods, CRs, replicas).
 //!
 //! A webhook-only binary: no controller, no cache, no Lease (every replica answers the
 //! same). The judgment is [`judgment`] (pure); [`webhook`] reads the request and counts.
@@ -19,10 +20,10 @@ pub const CONTROLLER_NAME: &str = "deletionprotection-controller";
 /// Who this binary is (its client's User-Agent is `protection-ctl/<version>`).
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
 
-/// Serves the webhook until shutdown. With the gate off (the default, as the seed asks)
-/// the configurations are still registered (kustomize ships them: they need the CA
-/// bundle this fills in, or every labelled delete would fail the TLS handshake) and the
-/// route allows every delete.
+/// Serves the webhook until shutdown. With the gate off (the default, as in upstream v1.9.0;
+/// OpenKruise v0.9.0 release notes ask users to turn it on explicitly) the configurations are still
+/// registered (kustomize ships them: they need the CA bundle this fills in, or every labelled
+/// delete would fail the TLS handshake) and the route allows every delete.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let enabled = runtime.gates.enabled(gates::RESOURCES_DELETION_PROTECTION);
     if !enabled {

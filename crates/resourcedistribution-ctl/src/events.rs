@@ -1,5 +1,5 @@
-//! Who the controller is. ResourceDistribution reports through its status conditions
-//! (spec 3.4.4), not through events.
+//! Who the controller is. ResourceDistribution reports through its status conditions (as upstream's
+//! `updateDistributorStatus`), not through events.
 
 /// The controller's name: lease, field manager of the status.
 pub const CONTROLLER_NAME: &str = "resourcedistribution-controller";

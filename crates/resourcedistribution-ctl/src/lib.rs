@@ -125,11 +125,13 @@ fn owner_rd<K: Resource>(copy: Arc<K>) -> Option<ObjectRef<ResourceDistribution>
         .map(|o| ObjectRef::new(&o.name))
 }
 
-/// Runs until shutdown: every replica keeps its caches warm and serves admission; only
-/// the lease holder reconciles. An RD is reconciled when it changes, when a copy it
-/// controls changes or goes, and (every RD in scope) when a Namespace is created,
-/// relabelled or deleted (spec 3.4.5). With the gate `ResourceDistributionGate` off the
-/// webhook refuses every RD and nothing is reconciled, as upstream.
+/// Runs until shutdown: every replica keeps its caches warm and serves admission; only the lease
+/// holder reconciles. An RD is reconciled when it changes, when a copy it controls changes or goes,
+/// and (every RD in scope) when a Namespace is created, relabelled or deleted (as upstream's
+/// `enqueueRequestForNamespace`, openkruise/kruise v1.9.0
+/// pkg/controller/resourcedistribution/resourcedistribution_namespace_event_handler.go). With the
+/// gate `ResourceDistributionGate` off the webhook refuses every RD and nothing is reconciled, as
+/// upstream.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let enabled = runtime.gates.enabled(gates::RESOURCE_DISTRIBUTION_GATE);
     let ctx = context(&runtime);

@@ -1,4 +1,6 @@
-//! The pure part of PersistentPodState (spec 3.3): which states a PPS records and keeps
+//! The pure part of PersistentPodState (openkruise/kruise v1.9.0
+//! pkg/controller/persistentpodstate/persistent_pod_state_controller.go and
+//! pkg/webhook/pod/mutating/persistent_pod_state.go): which states a PPS records and keeps
 //! ([`next_status`]), which PPS a StatefulSet's annotations ask for ([`generated_spec`],
 //! [`autogen_action`]), and the affinity a re-created Pod gets ([`injection`]).
 //! No client, no clock: `reconcile.rs` and the webhook read the caches and call these.

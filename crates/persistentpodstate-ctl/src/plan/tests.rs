@@ -16,8 +16,9 @@ use super::*;
 const ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
 const HOST: &str = "kubernetes.io/hostname";
 
-/// The seed's PPS (P4): zone required, hostname preferred with weight 100.
-fn seed_spec() -> PersistentPodStateSpec {
+/// The PPS of OpenKruise v1.2 release notes (`echoserver`): zone required, hostname preferred with
+/// weight 100.
+fn echoserver_spec() -> PersistentPodStateSpec {
     PersistentPodStateSpec {
         target_ref: TargetReference {
             api_version: "apps.kruise.io/v1beta1".into(),
@@ -111,8 +112,8 @@ fn nodes() -> Vec<(String, BTreeMap<String, String>)> {
 }
 
 #[test]
-fn seed_p4_records_node_and_the_chosen_labels_only() {
-    let spec = seed_spec();
+fn echoserver_records_node_and_the_chosen_labels_only() {
+    let spec = echoserver_spec();
     let pods = [pod("echoserver-0", "node-1", true)];
     let nodes = nodes();
     let status = next_status(&world(&spec, None, Some(target(1)), &pods, &nodes));
@@ -125,7 +126,7 @@ fn seed_p4_records_node_and_the_chosen_labels_only() {
 
 #[test]
 fn a_pod_not_ready_or_unscheduled_or_terminating_is_not_recorded() {
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let mut terminating = pod("echoserver-2", "node-1", true);
     terminating.metadata.deletion_timestamp = Some(Time(Default::default()));
     let pods = [
@@ -140,7 +141,7 @@ fn a_pod_not_ready_or_unscheduled_or_terminating_is_not_recorded() {
 
 #[test]
 fn a_pod_on_a_node_not_yet_cached_keeps_its_old_state() {
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: BTreeMap::from([("echoserver-0".into(), state("node-1", "zone-a"))]),
@@ -153,7 +154,7 @@ fn a_pod_on_a_node_not_yet_cached_keeps_its_old_state() {
 
 #[test]
 fn an_entry_is_rewritten_when_the_node_changes_but_not_when_a_label_value_does() {
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: BTreeMap::from([("echoserver-0".into(), state("node-1", "zone-a"))]),
@@ -178,7 +179,7 @@ fn an_entry_is_rewritten_when_the_node_changes_but_not_when_a_label_value_does()
 
 #[test]
 fn an_entry_is_rewritten_when_the_key_sets_change() {
-    let mut spec = seed_spec();
+    let mut spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: BTreeMap::from([("echoserver-0".into(), state("node-1", "zone-a"))]),
@@ -206,7 +207,7 @@ fn an_entry_is_rewritten_when_the_key_sets_change() {
 
 #[test]
 fn scaling_in_drops_the_states_of_gone_pods_beyond_replicas_when_scaled() {
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: (0..10)
@@ -227,7 +228,7 @@ fn scaling_in_drops_the_states_of_gone_pods_beyond_replicas_when_scaled() {
     assert!(names.contains("echoserver-9"), "its Pod still exists");
     assert_eq!(names.len(), 9);
 
-    let mut keep = seed_spec();
+    let mut keep = echoserver_spec();
     keep.persistent_pod_state_retention_policy =
         Some(PersistentPodStateRetentionPolicyType::WhenDeleted);
     let status = next_status(&world(
@@ -250,7 +251,7 @@ fn reserved_ordinals_are_skipped_when_counting_replicas() {
     };
     let live: Vec<i32> = (0..6).filter(|o| t.holds(*o)).collect();
     assert_eq!(live, [0, 2, 3]);
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: (0..5)
@@ -265,7 +266,7 @@ fn reserved_ordinals_are_skipped_when_counting_replicas() {
 
 #[test]
 fn a_missing_or_deleted_target_clears_the_states() {
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 2,
         pod_states: BTreeMap::from([("echoserver-0".into(), state("node-1", "zone-a"))]),
@@ -286,7 +287,7 @@ fn names_without_an_ordinal_are_never_dropped() {
     assert_eq!(ordinal_of("web-12"), Some(12));
     assert_eq!(ordinal_of("web"), None);
     assert_eq!(ordinal_of("web-x"), None);
-    let spec = seed_spec();
+    let spec = echoserver_spec();
     let old = PersistentPodStateStatus {
         observed_generation: 3,
         pod_states: BTreeMap::from([("odd".into(), state("node-1", "zone-a"))]),
@@ -296,8 +297,8 @@ fn names_without_an_ordinal_are_never_dropped() {
 }
 
 #[test]
-fn seed_p4_injection_is_the_zone_selector_and_the_preferred_host() {
-    let inj = injection(&seed_spec(), &state("node-1", "zone-a")).expect("an injection");
+fn echoserver_injection_is_the_zone_selector_and_the_preferred_host() {
+    let inj = injection(&echoserver_spec(), &state("node-1", "zone-a")).expect("an injection");
     assert_eq!(
         inj.node_selector,
         BTreeMap::from([(ZONE.to_string(), "zone-a".to_string())])
@@ -334,27 +335,27 @@ fn no_topology_labels_no_injection() {
         node_name: "node-1".into(),
         ..Default::default()
     };
-    assert_eq!(injection(&seed_spec(), &empty), None);
+    assert_eq!(injection(&echoserver_spec(), &empty), None);
     // Keys the state lacks add nothing; a term with none of its keys is left out.
     let only_zone = PodState {
         node_name: "node-1".into(),
         node_topology_labels: BTreeMap::from([(ZONE.to_string(), "zone-a".to_string())]),
         ..Default::default()
     };
-    let inj = injection(&seed_spec(), &only_zone).unwrap();
+    let inj = injection(&echoserver_spec(), &only_zone).unwrap();
     assert!(inj.preferred.is_empty());
     assert_eq!(inj.node_selector.len(), 1);
 }
 
 #[test]
-fn seed_p5_annotations_generate_the_seed_spec() {
+fn annotations_generate_the_echoserver_spec() {
     let annotations = BTreeMap::from([
         (keys::PPS_AUTO_GENERATE.to_string(), "true".to_string()),
         (keys::PPS_PREFERRED_TOPOLOGY.to_string(), HOST.to_string()),
         (keys::PPS_REQUIRED_TOPOLOGY.to_string(), ZONE.to_string()),
     ]);
-    let generated = generated_spec(&annotations, seed_spec().target_ref);
-    assert_eq!(generated, Generated::Spec(seed_spec()));
+    let generated = generated_spec(&annotations, echoserver_spec().target_ref);
+    assert_eq!(generated, Generated::Spec(echoserver_spec()));
 }
 
 #[test]
@@ -370,7 +371,7 @@ fn generation_reads_comma_lists_and_needs_a_topology() {
             "a,b".to_string(),
         ),
     ]);
-    let Generated::Spec(spec) = generated_spec(&annotations, seed_spec().target_ref) else {
+    let Generated::Spec(spec) = generated_spec(&annotations, echoserver_spec().target_ref) else {
         panic!("a spec")
     };
     assert_eq!(
@@ -383,20 +384,20 @@ fn generation_reads_comma_lists_and_needs_a_topology() {
     assert_eq!(spec.persistent_pod_annotations.len(), 2);
     annotations.remove(keys::PPS_REQUIRED_TOPOLOGY);
     assert_eq!(
-        generated_spec(&annotations, seed_spec().target_ref),
+        generated_spec(&annotations, echoserver_spec().target_ref),
         Generated::Incomplete
     );
     annotations.insert(keys::PPS_AUTO_GENERATE.into(), "yes".into());
     assert_eq!(
-        generated_spec(&annotations, seed_spec().target_ref),
+        generated_spec(&annotations, echoserver_spec().target_ref),
         Generated::None
     );
 }
 
 #[test]
 fn autogen_touches_only_the_pps_it_controls() {
-    let spec = seed_spec();
-    let mut other = seed_spec();
+    let spec = echoserver_spec();
+    let mut other = echoserver_spec();
     other.preferred_persistent_topology.clear();
     let ours = |s| {
         Some(Existing {
@@ -441,8 +442,8 @@ fn autogen_touches_only_the_pps_it_controls() {
 
 #[test]
 fn autogen_keeps_the_retention_policy_a_user_set_on_the_generated_pps() {
-    let spec = seed_spec();
-    let mut edited = seed_spec();
+    let spec = echoserver_spec();
+    let mut edited = echoserver_spec();
     edited.persistent_pod_state_retention_policy =
         Some(PersistentPodStateRetentionPolicyType::WhenDeleted);
     let ours = |s| {
@@ -541,7 +542,7 @@ proptest! {
     ) {
         let node_names = ["node-1", "node-2", "node-9"]; // node-9 is not known
         let nodes = nodes();
-        let mut spec = seed_spec();
+        let mut spec = echoserver_spec();
         if when_deleted {
             spec.persistent_pod_state_retention_policy =
                 Some(PersistentPodStateRetentionPolicyType::WhenDeleted);

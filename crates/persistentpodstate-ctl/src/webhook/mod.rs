@@ -1,15 +1,17 @@
 //! Admission served by `persistentpodstate-ctl`:
 //!
-//! - **PPS validation** (`/validate-apps-kruise-io-v1alpha1-persistentpodstate`,
-//!   CREATE/UPDATE): spec 3.2. `failurePolicy: Fail`: an invalid PPS must not be
-//!   stored, and with the controller down only PPS writes wait.
-//! - **Pod injection** (`/mutate-pod-persistentpodstate`, pods CREATE only): spec 3.3.3.
-//!   Scoped to Pods with a controller ownerReference of kind StatefulSet (a
-//!   `matchConditions` expression) in the instance's namespaces. `failurePolicy: Ignore`
-//!   (and the route allows when it cannot decide): the affinity is a placement hint
-//!   recorded by this controller, and a Fail policy would stop every StatefulSet Pod in
-//!   the cluster from being created while the controller is unreachable, including
-//!   those of StatefulSets no PPS targets. A Pod admitted during an outage is scheduled
+//! - **PPS validation** (`/validate-apps-kruise-io-v1alpha1-persistentpodstate`, CREATE/UPDATE): as
+//!   openkruise/kruise v1.9.0
+//!   pkg/webhook/persistentpodstate/validating/persistent_create_update_handler.go.
+//!   `failurePolicy: Fail`: an invalid PPS must not be stored, and with the controller down only
+//!   PPS writes wait.
+//! - **Pod injection** (`/mutate-pod-persistentpodstate`, pods CREATE only): as openkruise/kruise
+//!   v1.9.0 pkg/webhook/pod/mutating/persistent_pod_state.go. Scoped to Pods with a controller
+//!   ownerReference of kind StatefulSet (a `matchConditions` expression) in the instance's
+//!   namespaces. `failurePolicy: Ignore` (and the route allows when it cannot decide): the affinity
+//!   is a placement hint recorded by this controller, and a Fail policy would stop every
+//!   StatefulSet Pod in the cluster from being created while the controller is unreachable,
+//!   including those of StatefulSets no PPS targets. A Pod admitted during an outage is scheduled
 //!   as if it were new; its state is recorded again once it runs.
 
 use std::sync::Arc;
@@ -234,7 +236,8 @@ pub fn pps_of<'a>(
     })
 }
 
-/// Pod CREATE: the recorded state of a Pod of this name, as node affinity (spec 3.3.3).
+/// Pod CREATE: the recorded state of a Pod of this name, as node affinity (upstream's
+/// `persistentPodStateMutatingPod` and `createNodeAffinity`).
 pub fn review_pod(
     req: AdmissionRequest<DynamicObject>,
     ppss: &[Arc<PersistentPodState>],

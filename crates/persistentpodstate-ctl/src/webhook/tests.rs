@@ -40,7 +40,8 @@ const PPS: (&str, &str, &str, &str) = (
 );
 const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");
 
-/// The seed's PPS (P4) named `name`, with `spec` merged over it.
+/// The PPS of OpenKruise v1.2 release notes (`echoserver`) named `name`, with `spec` merged over
+/// it.
 fn pps_json(name: &str, spec: Value) -> Value {
     let mut base = json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
@@ -65,7 +66,7 @@ fn denial(resp: &AdmissionResponse) -> Option<String> {
 }
 
 #[test]
-fn the_seed_pps_is_admitted() {
+fn the_echoserver_pps_is_admitted() {
     let resp = review_pps(
         review(
             PPS,
@@ -205,7 +206,7 @@ fn patched(resp: &AdmissionResponse, object: &Value) -> Option<Value> {
 }
 
 #[test]
-fn seed_p4_a_recreated_pod_gets_the_selector_the_preference_and_the_annotation() {
+fn echoserver_a_recreated_pod_gets_the_selector_the_preference_and_the_annotation() {
     let pod = statefulset_pod("echoserver-0", "apps.kruise.io/v1beta1", "echoserver");
     let resp = review_pod(
         review(POD, "CREATE", pod.clone(), Value::Null),

@@ -1,5 +1,6 @@
-//! One distributed copy: what it must look like (spec 3.4.2), whether an existing object
-//! is ours and in sync, and the object an update writes.
+//! One distributed copy: what it must look like (upstream's `makeResourceObject` and
+//! `mergeMetadata`, openkruise/kruise v1.9.0 pkg/controller/resourcedistribution/utils.go), whether
+//! an existing object is ours and in sync, and the object an update writes.
 
 use std::collections::BTreeMap;
 
@@ -114,10 +115,10 @@ impl Source {
         })
     }
 
-    /// Whether `existing` (an object of the source's kind and name, as JSON) is ours and
-    /// in sync, ours and stale, or someone else's. Only the content counts (everything
-    /// but metadata and status, spec 3.4.2); a copy that lacks the managed-by label is
-    /// updated too, so the controller's label-selected watch sees it from then on.
+    /// Whether `existing` (an object of the source's kind and name, as JSON) is ours and in sync,
+    /// ours and stale, or someone else's. Only the content counts (everything but metadata and
+    /// status, as upstream's `needToUpdate`); a copy that lacks the managed-by label is updated
+    /// too, so the controller's label-selected watch sees it from then on.
     pub fn judge(&self, existing: &Value) -> Existing {
         if controller_uid(existing).as_deref() != Some(self.rd_uid.as_str()) {
             return Existing::Conflict;
@@ -316,7 +317,7 @@ mod tests {
         assert_eq!(s.judge(&foreign), Existing::Conflict);
     }
 
-    /// Spec §6: only metadata differs → no update.
+    /// Only metadata differs → no update.
     #[test]
     fn metadata_differences_need_no_update() {
         let s = source();
@@ -327,7 +328,7 @@ mod tests {
         assert_eq!(s.judge(&copy), Existing::InSync);
     }
 
-    /// Spec §6: a changed data field → update, keeping foreign labels and annotations.
+    /// A changed data field → update, keeping foreign labels and annotations.
     #[test]
     fn a_changed_data_field_is_restored_keeping_foreign_metadata() {
         let s = source();

@@ -43,7 +43,9 @@ impl Write {
     }
 }
 
-/// A copy of ours to delete: its namespace left the targets (spec 3.4.3).
+/// A copy of ours to delete: its namespace left the targets (upstream's `cleanResource`,
+/// openkruise/kruise v1.9.0
+/// pkg/controller/resourcedistribution/resourcedistribution_controller.go).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delete {
     pub namespace: String,
@@ -133,8 +135,9 @@ pub fn plan(world: &World) -> Result<Plan, InvalidSelector> {
     })
 }
 
-/// Slow start (spec 3.4.2): batch sizes 1, 2, 4, … summing to `n`. After a batch with a
-/// failure the rest is not attempted this round.
+/// Slow start (upstream's `syncItSlowly`, openkruise/kruise v1.9.0
+/// pkg/controller/resourcedistribution/utils.go): batch sizes 1, 2, 4, … summing to `n`. After a
+/// batch with a failure the rest is not attempted this round.
 pub fn slow_start_batches(n: usize) -> Vec<usize> {
     let mut sizes = Vec::new();
     let (mut left, mut size) = (n, 1usize);

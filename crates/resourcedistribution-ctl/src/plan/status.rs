@@ -1,7 +1,7 @@
-//! The status of a ResourceDistribution (spec 3.4.4): `desired`, `succeeded`, `failed`
-//! and always the six conditions, True with the namespaces that failed that way or False
-//! with reason `Succeeded`; a condition's lastTransitionTime moves only when its status
-//! does.
+//! The status of a ResourceDistribution (upstream's `calculateNewStatus` and `setCondition`,
+//! openkruise/kruise v1.9.0 pkg/controller/resourcedistribution/utils.go): `desired`, `succeeded`,
+//! `failed` and always the six conditions, True with the namespaces that failed that way or False
+//! with reason `Succeeded`; a condition's lastTransitionTime moves only when its status does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,9 +29,9 @@ impl Failures {
             .map(String::as_str)
     }
 
-    /// Failures worth a retry: reading, creating, updating or deleting a copy. A
-    /// conflict or a missing namespace changes only when something else changes, which
-    /// triggers a reconcile anyway (spec 3.4.4).
+    /// Failures worth a retry: reading, creating, updating or deleting a copy. A conflict or a
+    /// missing namespace changes only when something else changes, which triggers a reconcile
+    /// anyway (see [`crate::run`]).
     pub fn retryable(&self) -> Vec<(&'static str, usize)> {
         [
             keys::RD_CONDITION_GET_RESOURCE_FAILED,

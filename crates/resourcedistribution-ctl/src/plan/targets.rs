@@ -1,8 +1,9 @@
-//! Which namespaces get a copy (spec 3.4.1): with `allNamespaces` every namespace,
-//! otherwise `includedNamespaces` plus the namespaces a non-empty
-//! `namespaceLabelSelector` matches; `excludedNamespaces` are then removed. Every other
-//! existing namespace is *unmatched* (its owned copy is removed). `kube-system` and
-//! `kube-public` are never matched, whatever selects them (OpenKruise ≥ 1.9).
+//! Which namespaces get a copy (upstream's `listNamespacesForDistributor`, openkruise/kruise v1.9.0
+//! pkg/controller/resourcedistribution/utils.go): with `allNamespaces` every namespace, otherwise
+//! `includedNamespaces` plus the namespaces a non-empty `namespaceLabelSelector` matches;
+//! `excludedNamespaces` are then removed. Every other existing namespace is *unmatched* (its owned
+//! copy is removed). `kube-system` and `kube-public` are never matched, whatever selects them
+//! (OpenKruise ≥ 1.9).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -129,7 +130,8 @@ pub(crate) mod tests {
         set.iter().map(String::as_str).collect()
     }
 
-    /// Scenario D5: ns-1 listed, ns-2 labelled `group: test`, ns-3 neither.
+    /// `includedNamespaces` [ns-1] and `namespaceLabelSelector` `group: test`: ns-1 listed, ns-2
+    /// labelled `group: test`, ns-3 neither.
     #[test]
     fn included_plus_selected() {
         let namespaces = [

@@ -1,4 +1,5 @@
-//! Plans of scenario D5 and the subtle cases of spec §6.
+//! Plans: an RD listing one namespace and selecting others by label, and the edge cases (excluded
+//! namespaces, foreign objects, metadata-only differences).
 
 use std::collections::BTreeMap;
 
@@ -117,8 +118,8 @@ fn missing_and_terminating_namespaces_are_reported_not_written() {
     );
 }
 
-/// Spec §6: allNamespaces with an excluded namespace: our copy there is deleted; a
-/// same-named object someone else controls is never touched.
+/// allNamespaces with an excluded namespace: our copy there is deleted; a same-named object someone
+/// else controls is never touched.
 #[test]
 fn excluded_namespace_loses_only_our_copy() {
     let s = source();

@@ -1,6 +1,8 @@
-//! ResourceDistribution admission (spec 3.3): the gate, the kind of the resource and
-//! its immutable identity, namespace names, ambiguous targets, the label selector, and a
-//! server dry-run create of the resource. Validation only: RD has no defaults.
+//! ResourceDistribution admission (openkruise/kruise v1.9.0
+//! pkg/webhook/resourcedistribution/validating/resourcedistribution_create_update_handler.go): the
+//! gate, the kind of the resource and its immutable identity, namespace names, ambiguous targets,
+//! the label selector, and a server dry-run create of the resource. Validation only: RD has no
+//! defaults.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,7 @@
-//! The Adaptive schedule strategy (spec 2.4.2): which subsets are unschedulable this
-//! round, and the `Schedulable` condition each subset reports. Pure.
+//! The Adaptive schedule strategy (openkruise/kruise v1.9.0
+//! pkg/controller/uniteddeployment/allocator.go `adaptiveAllocator`, and
+//! `calculateSubsetsStatusForDefaultAdaptiveStrategy` in uniteddeployment_controller.go): which
+//! subsets are unschedulable this round, and the `Schedulable` condition each subset reports. Pure.
 //!
 //! A subset with a Pod the scheduler has found no node for during
 //! `rescheduleCriticalSeconds` (default 30) turns `Schedulable=False` (reason

@@ -1,4 +1,6 @@
-//! How many replicas each subset gets (spec 2.4.2) and its partition (spec 2.4.3). Pure.
+//! How many replicas each subset gets (openkruise/kruise v1.9.0
+//! pkg/controller/uniteddeployment/allocator.go) and its partition (`calcNextPartitions` in
+//! uniteddeployment_controller.go). Pure.
 //!
 //! - *Specific* (no subset sets minReplicas/maxReplicas): explicit `replicas` (an integer,
 //!   or `N%` of spec.replicas rounded half up) are honoured, the rest is split evenly over

@@ -1,6 +1,7 @@
-//! The pure part of a reconcile: from the UD, its update revision and the subset
-//! workloads it owns, decide the allocation, the partitions and the minimal writes
-//! (spec 2.4), and compute the status ([`status`]).
+//! The pure part of a reconcile: from the UD, its update revision and the subset workloads it owns,
+//! decide the allocation, the partitions and the minimal writes (as upstream's `Reconcile` and
+//! `manageSubsets`, openkruise/kruise v1.9.0 pkg/controller/uniteddeployment), and compute the
+//! status ([`status`]).
 
 pub mod adaptive;
 pub mod allocation;

@@ -1,5 +1,6 @@
-//! The UD's status (spec 2.4.4), computed from the kept subset workloads and their Pods
-//! (reserved Pods apart: `reservedPods`, not `replicas`). Pure.
+//! The UD's status (upstream's `calculateStatus`, openkruise/kruise v1.9.0
+//! pkg/controller/uniteddeployment/uniteddeployment_controller.go), computed from the kept subset
+//! workloads and their Pods (reserved Pods apart: `reservedPods`, not `replicas`). Pure.
 
 use std::collections::BTreeMap;
 

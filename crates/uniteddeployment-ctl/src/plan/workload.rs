@@ -1,5 +1,6 @@
-//! The subset workload (spec 2.4.1): which kind, and the object built from the template
-//! for one subset. Pure; works on JSON so the four kinds share one builder.
+//! The subset workload (openkruise/kruise v1.9.0 pkg/controller/uniteddeployment/adapter): which
+//! kind, and the object built from the template for one subset. Pure; works on JSON so the four
+//! kinds share one builder.
 
 use std::collections::BTreeMap;
 

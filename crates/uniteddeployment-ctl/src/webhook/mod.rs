@@ -1,5 +1,6 @@
-//! UnitedDeployment admission (spec 2.2–2.3): defaulting (mutating), validation and
-//! deletion protection.
+//! UnitedDeployment admission (openkruise/kruise v1.9.0 pkg/webhook/uniteddeployment/mutating and
+//! pkg/webhook/uniteddeployment/validating/uniteddeployment_validation.go): defaulting (mutating),
+//! validation and deletion protection.
 //!
 //! The subset workloads' Pod templates are not defaulted here: each workload kind's own
 //! webhook defaults them when the controller writes the workload, and leaving the UD's

@@ -1,4 +1,4 @@
-//! Admission: the spec's messages, defaulting.
+//! Admission: upstream's messages, defaulting.
 
 use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_runtime::webhook::field::aggregate;
