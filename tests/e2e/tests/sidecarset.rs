@@ -1700,3 +1700,80 @@ impl Histogram {
         }
     }
 }
+
+/// The hash annotations our webhook writes equal upstream v1.9.0's for the SidecarSets of
+/// tests/parity (computed by upstream's own functions, `make parity-fixtures`), and an
+/// edit that leaves the containers alone keeps them: a cluster can move between
+/// kruise-manager and ours without Pods counting as out of date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hashes_equal_upstreams_and_survive_unrelated_edits() {
+    let ns = TestNamespace::new("ss-parity").await;
+    let read = |file: &str| -> Value {
+        let path = kruise_e2e::repo_root().join("tests/parity").join(file);
+        serde_json::from_str(&std::fs::read_to_string(path).expect(file)).expect(file)
+    };
+    let (inputs, expected) = (read("inputs.json"), read("expected.json"));
+    let inputs = inputs["sidecarSets"].as_array().expect("inputs").clone();
+    let expected = expected["sidecarSets"]
+        .as_array()
+        .expect("expected")
+        .clone();
+    // patchPodMetadata needs the kruise-configuration whitelist, which this test does
+    // not install: that one is checked by the unit tests only.
+    let cases: Vec<(String, Value, Value)> = inputs
+        .into_iter()
+        .zip(expected)
+        .filter(|(input, _)| input["spec"].get("patchPodMetadata").is_none())
+        .enumerate()
+        .map(|(i, (input, want))| (unique(&format!("parity{i}"), &ns), input, want))
+        .collect();
+    assert!(cases.len() >= 5);
+    let _cleanup = SidecarSets(cases.iter().map(|(n, _, _)| n.clone()).collect());
+    let _ctl = controller(&ns).await;
+    for (name, input, want) in &cases {
+        let mut ss = input.clone();
+        ss["metadata"]["name"] = json!(name);
+        ss["spec"]["namespace"] = json!(ns.name);
+        ns.apply(&ss.to_string()).await.unwrap();
+        let got = get_ss(&ns, name).await;
+        let a = got.annotations();
+        assert_eq!(
+            a[keys::SIDECARSET_HASH],
+            want["hash"],
+            "{}",
+            input["metadata"]["name"]
+        );
+        assert_eq!(
+            a[keys::SIDECARSET_HASH_WITHOUT_IMAGE],
+            want["hashWithoutImage"],
+            "{}",
+            input["metadata"]["name"]
+        );
+    }
+
+    let (name, _, want) = &cases[0];
+    patch_ss(
+        &ns,
+        name,
+        json!({"metadata": {"labels": {"edited": "yes"}}, "spec": {"updateStrategy": {"partition": 1}}}),
+    )
+    .await;
+    let got = get_ss(&ns, name).await;
+    assert_eq!(got.annotations()[keys::SIDECARSET_HASH], want["hash"]);
+    assert_eq!(
+        got.annotations()[keys::SIDECARSET_HASH_WITHOUT_IMAGE],
+        want["hashWithoutImage"]
+    );
+    json_patch_ss(
+        name,
+        r#"[{"op": "replace", "path": "/spec/containers/0/image", "value": "busybox:1.37"}]"#,
+    )
+    .await;
+    let got = get_ss(&ns, name).await;
+    assert_ne!(got.annotations()[keys::SIDECARSET_HASH], want["hash"]);
+    assert_eq!(
+        got.annotations()[keys::SIDECARSET_HASH_WITHOUT_IMAGE],
+        want["hashWithoutImage"],
+        "an image-only edit keeps the image-less hash"
+    );
+}
