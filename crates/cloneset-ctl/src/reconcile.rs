@@ -114,7 +114,9 @@ pub async fn reconcile(cs: Arc<CloneSet>, ctx: Arc<Context>) -> Result<Action> {
         .map_or_else(Action::await_change, Action::requeue))
 }
 
-/// Spec 4.9: create the rollout's ImagePullJobs once, and remove them when it is done.
+/// Create the rollout's ImagePullJobs once, and remove them when it is done (as
+/// `createImagePullJobsForInPlaceUpdate` in openkruise/kruise v1.9.0
+/// pkg/controller/cloneset/cloneset_predownload_image.go).
 async fn predownload(
     ctx: &Context,
     cs: &CloneSet,
@@ -138,8 +140,8 @@ async fn predownload(
     Ok(())
 }
 
-/// Spec 4.5.9: writes `scaleStrategy.podsToDelete` back as the plan pruned it, guarded
-/// by the resourceVersion the plan saw.
+/// Writes `scaleStrategy.podsToDelete` back as the plan pruned it (upstream's
+/// `truncatePodsToDelete`), guarded by the resourceVersion the plan saw.
 async fn write_pods_to_delete(ctx: &Context, cs: &CloneSet, names: &[String]) -> Result<()> {
     let api: Api<CloneSet> =
         Api::namespaced(ctx.client.clone(), &cs.namespace().unwrap_or_default());

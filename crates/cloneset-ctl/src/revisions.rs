@@ -1,6 +1,7 @@
-//! Spec 4.2: the CloneSet's ControllerRevisions, through the shared history of
-//! `kruise-workload`; what is CloneSet's own is the `volumeClaimTemplates` hash each
-//! revision carries (for `RecreatePodWhenChangeVCTInCloneSetGate`).
+//! The CloneSet's ControllerRevisions (openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/revision/cloneset_revision.go), through the shared history of
+//! `kruise-workload`; what is CloneSet's own is the `volumeClaimTemplates` hash each revision
+//! carries (for `RecreatePodWhenChangeVCTInCloneSetGate`).
 
 use std::sync::Arc;
 

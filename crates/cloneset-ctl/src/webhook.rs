@@ -38,7 +38,8 @@ pub const CONVERT_PATH: &str = "/convert-cloneset";
 
 // ---------------------------------------------------------------- defaulting
 
-/// Spec 3 defaults and the Pod-template defaults of a CREATE. Returns the defaulted
+/// The CloneSet defaults (`SetDefaultsCloneSetV1beta1` in openkruise/kruise v1.9.0
+/// apis/apps/defaults/v1beta1.go) and the Pod-template defaults of a CREATE. Returns the defaulted
 /// object.
 pub fn with_defaults(object: &Value) -> Value {
     with_defaults_for(object, None, true)
@@ -139,8 +140,10 @@ async fn pods_to_delete(
     Ok(found)
 }
 
-/// Spec 3 rules 1–11. `raw_old`/`raw_new` are the objects as JSON (the InPlaceOnly diff
-/// needs every field of the template, including those our types do not model).
+/// Upstream's CloneSet validation (`ValidateCloneSetV1beta1` and `ValidateCloneSetUpdateV1beta1` in
+/// openkruise/kruise v1.9.0 pkg/webhook/cloneset/validating/validation.go). `raw_old`/`raw_new` are
+/// the objects as JSON (the InPlaceOnly diff needs every field of the template, including those our
+/// types do not model).
 pub fn validate(
     cs: &CloneSet,
     old: Option<&CloneSet>,

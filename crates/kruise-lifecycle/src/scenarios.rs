@@ -1,5 +1,7 @@
-//! Spec scenarios 15 and 16 walked end to end through the public API, the way a
-//! controller drives them: decide (gate / pre_delete_holds), transition, refresh.
+//! The lifecycle-hook examples of OpenKruise's documentation (CloneSet user manual, the
+//! `example.io/unready-blocker` finalizer) and of OpenKruise v1.2 release notes
+//! (`markPodNotReady`), walked end to end through the public API, the way a controller drives them:
+//! decide (gate / pre_delete_holds), transition, refresh.
 
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState::*};
 use kruise_api::pod::Pod;
@@ -59,7 +61,7 @@ fn created(lc: &Lifecycle) -> Pod {
 }
 
 #[test]
-fn scenario_15_pre_delete_finalizer_blocks_deletion_until_removed() {
+fn documented_hook_pre_delete_finalizer_blocks_deletion_until_removed() {
     let lc = lifecycle(false);
     let p = created(&lc);
     assert!(pre_delete_holds(&p, Some(&lc)));
@@ -82,7 +84,7 @@ fn scenario_15_pre_delete_finalizer_blocks_deletion_until_removed() {
 }
 
 #[test]
-fn scenario_15_in_place_update_through_the_hook() {
+fn documented_hook_in_place_update_through_the_hook() {
     let lc = lifecycle(false);
     let p = created(&lc);
     assert_eq!(
@@ -117,7 +119,7 @@ fn scenario_15_in_place_update_through_the_hook() {
 }
 
 #[test]
-fn scenario_15_a_further_update_of_an_updated_pod_re_adds_the_hook() {
+fn documented_hook_a_further_update_of_an_updated_pod_re_adds_the_hook() {
     let lc = lifecycle(false);
     let p = pod_in(Updated);
     assert_eq!(
@@ -132,7 +134,7 @@ fn scenario_15_a_further_update_of_an_updated_pod_re_adds_the_hook() {
 }
 
 #[test]
-fn scenario_15_label_handler_works_like_a_finalizer() {
+fn documented_hook_label_handler_works_like_a_finalizer() {
     let lc = Lifecycle {
         pre_delete: Some(label_hook(&[("example.io/block-unready", "true")])),
         ..Default::default()
@@ -144,7 +146,7 @@ fn scenario_15_label_handler_works_like_a_finalizer() {
 }
 
 #[test]
-fn scenario_16_mark_pod_not_ready_during_in_place_update() {
+fn v1_2_mark_pod_not_ready_during_in_place_update() {
     let lc = lifecycle(true);
     let p = created(&lc);
     let p = transition(&p, PreparingUpdate, Some(&lc), t(2))
@@ -173,7 +175,7 @@ fn scenario_16_mark_pod_not_ready_during_in_place_update() {
 }
 
 #[test]
-fn scenario_16_pre_delete_mark_keeps_pod_not_ready_and_not_revivable() {
+fn v1_2_pre_delete_mark_keeps_pod_not_ready_and_not_revivable() {
     let lc = lifecycle(true);
     let p = created(&lc);
     let p = transition(&p, PreparingDelete, Some(&lc), t(2))
@@ -193,8 +195,8 @@ fn scenario_16_pre_delete_mark_keeps_pod_not_ready_and_not_revivable() {
 
 #[test]
 fn rollback_while_preparing_update() {
-    // Spec 7: a PreparingUpdate Pod whose set is rolled back to its revision goes
-    // straight to Updated/Normal without an in-place update.
+    // A PreparingUpdate Pod whose set is rolled back to its revision goes straight to
+    // Updated/Normal without an in-place update.
     let lc = lifecycle(false);
     let p = created(&lc);
     let p = transition(&p, PreparingUpdate, Some(&lc), t(2))

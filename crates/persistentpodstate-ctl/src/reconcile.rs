@@ -146,7 +146,8 @@ pub async fn generate_for_advanced(
     generate(workload, &ctx).await
 }
 
-/// Spec 3.3.4: the PPS of the StatefulSet's name, as its annotations ask.
+/// The PPS of the StatefulSet's name, as its annotations ask (upstream's
+/// `autoGeneratePersistentPodState`).
 async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
     let meta = workload.meta;
     let name = meta.name.clone().unwrap_or_default();

@@ -22,10 +22,10 @@ pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-broadcastjob"
 pub const RESTART_POLICY_MESSAGE: &str = "pod restartPolicy can only be Never or OnFailure";
 pub const RESERVED_LABELS_MESSAGE: &str = "\"broadcastjob-name\" and \"broadcastjob-controller-uid\" are not allowed to preset in pod labels";
 
-/// Spec 3 defaulting: `completionPolicy.type: Always`, `parallelism: 2147483647`,
-/// `failurePolicy.type: FailFast`; the Pod template's core defaults on CREATE (and on
-/// UPDATE of a template stored defaulted) unless `template_defaults` is false (gate
-/// `TemplateNoDefaults`).
+/// Defaulting (as `SetDefaultsBroadcastJob` in openkruise/kruise v1.9.0
+/// apis/apps/defaults/v1beta1.go): `completionPolicy.type: Always`, `parallelism: 2147483647`,
+/// `failurePolicy.type: FailFast`; the Pod template's core defaults on CREATE (and on UPDATE of a
+/// template stored defaulted) unless `template_defaults` is false (gate `TemplateNoDefaults`).
 pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults: bool) -> Value {
     let mut obj = object.clone();
     if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
@@ -66,7 +66,9 @@ fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<S
         .expect("object just inserted")
 }
 
-/// Spec 3 validation of a BroadcastJob (JSON), as field errors (HTTP 422 when any).
+/// Validation of a BroadcastJob (JSON), as field errors (HTTP 422 when any), as
+/// `validateBroadcastJob` in openkruise/kruise v1.9.0
+/// pkg/webhook/broadcastjob/validating/broadcastjob_create_update_handler.go.
 pub fn validate(object: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let name = object

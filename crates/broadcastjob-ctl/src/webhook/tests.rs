@@ -33,7 +33,7 @@ fn defaults_fill_policies_and_the_template() {
 }
 
 #[test]
-fn the_seed_job_is_valid() {
+fn never_and_on_failure_jobs_are_valid() {
     assert!(validate(&job(json!({"template": template("Never")}))).is_empty());
     assert!(validate(&job(json!({"template": template("OnFailure")}))).is_empty());
 }

@@ -1,4 +1,5 @@
-//! Spec 4.4: how many Pods to create, delete and update this round.
+//! How many Pods to create, delete and update this round (as `calculateDiffsWithExpectation` in
+//! openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_sync_utils.go).
 
 use kruise_api::appspub::LifecycleState;
 use kruise_api::intstr::{self, NotAPercentage, Rounding};
@@ -198,7 +199,7 @@ mod tests {
 
     #[test]
     fn scale_strategy_max_unavailable_limits_scale_up() {
-        // Spec 7: 0 -> 5 with scale maxUnavailable 2 -> 2 created.
+        // 0 -> 5 with scale maxUnavailable 2 -> 2 created.
         let mut f = Fixture::new(5);
         f.cs.spec.scale_strategy.max_unavailable = Some(int(2));
         assert_eq!(diffs(&f.world(), true).unwrap().scale_up_limit, 2);
@@ -258,7 +259,7 @@ mod tests {
 
     #[test]
     fn specified_delete_with_surge_creates_the_replacement_first() {
-        // Spec 7: maxUnavailable 0, maxSurge 1, 5 ready Pods, one specified.
+        // maxUnavailable 0, maxSurge 1, 5 ready Pods, one specified.
         let mut f = Fixture::new(5);
         f.cs.spec.update_strategy.max_unavailable = Some(int(0));
         f.cs.spec.update_strategy.max_surge = Some(int(1));
@@ -272,8 +273,10 @@ mod tests {
         assert_eq!((d.scale_up, d.delete_ready_limit), (0, 1));
     }
 
+    /// The specified-deletion examples of OpenKruise v0.9.0 release notes ("maxUnavailable and
+    /// maxSurge also apply to specified deletion").
     #[test]
-    fn replacement_style_follows_seed_004() {
+    fn replacement_style_follows_v0_9_release_notes() {
         // maxUnavailable 2, maxSurge 1, pod-a unavailable, pod-b specified: delete b at once.
         let mut f = Fixture::new(3);
         f.cs.spec.update_strategy.max_unavailable = Some(int(2));

@@ -120,8 +120,9 @@ impl World<'_> {
                 .any(|n| n == name)
     }
 
-    /// Spec 4.4 `available`: lifecycle empty or Normal, running, ready for
-    /// minReadySeconds, InPlaceUpdateReady (when present) True.
+    /// `available` (as `IsPodAvailable` in openkruise/kruise v1.9.0
+    /// pkg/controller/cloneset/sync/cloneset_sync_utils.go): lifecycle empty or Normal, running,
+    /// ready for minReadySeconds, InPlaceUpdateReady (when present) True.
     pub fn is_available(&self, pod: &Pod) -> bool {
         self.is_available_after(pod, self.cs.spec.min_ready_seconds)
     }
@@ -165,8 +166,8 @@ pub struct Round<'a> {
     pub phase: Phase,
     /// What each phase could not plan (its failure condition).
     pub errors: PhaseErrors,
-    /// Spec 4.5.9: the `scaleStrategy.podsToDelete` to write back, when names in it
-    /// match no Pod of the CloneSet.
+    /// The `scaleStrategy.podsToDelete` to write back (upstream's `truncatePodsToDelete`), when
+    /// names in it match no Pod of the CloneSet.
     pub pods_to_delete: Option<Vec<String>>,
 }
 
@@ -237,8 +238,10 @@ pub fn managed<'a>(cs: &CloneSet, owned: &[&'a Pod]) -> Vec<&'a Pod> {
         .collect()
 }
 
-/// Spec 4.5.9: `podsToDelete` without the names that match no Pod the CloneSet manages;
-/// `None` when every name still matches (nothing to write).
+/// `podsToDelete` without the names that match no Pod the CloneSet manages (as
+/// `truncatePodsToDelete` in openkruise/kruise v1.9.0
+/// pkg/controller/cloneset/cloneset_controller.go); `None` when every name still matches (nothing
+/// to write).
 pub fn pruned_pods_to_delete(world: &World) -> Option<Vec<String>> {
     let listed = &world.cs.spec.scale_strategy.pods_to_delete;
     let kept: Vec<String> = listed

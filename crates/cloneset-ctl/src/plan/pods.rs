@@ -1,4 +1,6 @@
-//! Spec 4.3: building new Pods and their PVCs, and choosing instance ids.
+//! Building new Pods and their PVCs, and choosing instance ids (as `createPods` and
+//! `getOrGenAvailableIDs` in openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/sync/cloneset_scale.go).
 
 use std::collections::BTreeSet;
 

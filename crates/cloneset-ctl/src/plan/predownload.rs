@@ -1,7 +1,8 @@
-//! Spec 4.9, gate `PreDownloadImageForInPlaceUpdate`: before Pods are updated in place,
-//! an ImagePullJob pre-pulls each new image on the nodes of the Pods still at the old
-//! revision, so the in-place restart does not wait for the pull. The decision is
-//! `kruise_workload::predownload`'s; this maps the CloneSet into it.
+//! Gate `PreDownloadImageForInPlaceUpdate` (docs/feature-gates.md; openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/cloneset_predownload_image.go): before Pods are updated in place, an
+//! ImagePullJob pre-pulls each new image on the nodes of the Pods still at the old revision, so the
+//! in-place restart does not wait for the pull. The decision is `kruise_workload::predownload`'s;
+//! this maps the CloneSet into it.
 
 use kruise_api::intstr::{self, Rounding};
 use kruise_workload::arithmetic;

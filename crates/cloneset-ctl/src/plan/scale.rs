@@ -1,4 +1,6 @@
-//! Spec 4.5: the scale steps. Each step that changes something ends the phase.
+//! The scale steps (as `Scale` in openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/sync/cloneset_scale.go). Each step that changes something ends the
+//! phase.
 
 use std::collections::{BTreeMap, BTreeSet};
 

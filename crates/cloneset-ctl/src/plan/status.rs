@@ -1,4 +1,5 @@
-//! Spec 4.10: the CloneSet status from the Pods.
+//! The CloneSet status from the Pods (as openkruise/kruise v1.9.0
+//! pkg/controller/cloneset/cloneset_status.go).
 
 use std::time::Duration;
 

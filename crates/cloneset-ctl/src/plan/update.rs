@@ -1,4 +1,5 @@
-//! Spec 4.6: refreshing Pods and choosing which Pods to update, in what order, and how.
+//! Refreshing Pods and choosing which Pods to update, in what order, and how (as `Update` in
+//! openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_update.go).
 
 use std::collections::BTreeMap;
 

@@ -70,7 +70,7 @@ fn next(schedule: &str, zone: Option<&str>, after: &str) -> String {
 }
 
 #[test]
-fn every_minute_creates_the_seed_child_at_the_minute() {
+fn every_minute_creates_the_child_at_the_minute() {
     let c = cron("*/1 * * * *", |_| {});
     let out = run(&c, vec![], "2022-03-03T10:59:50Z");
     assert_eq!(out.skip, Some(Skip::NotYet));

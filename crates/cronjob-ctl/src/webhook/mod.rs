@@ -37,11 +37,12 @@ const MUTABLE: [&str; 7] = [
     "paused",
 ];
 
-/// Spec 3 defaulting: `concurrencyPolicy: Allow`, `paused: false`, history limits 3 and
-/// 1; the chosen template's Pod template gets the core defaults unless
-/// `template_defaults` is false (gate `TemplateNoDefaults`): on CREATE, and on UPDATE
-/// when the stored template was defaulted, so that re-applying an unchanged manifest
-/// (which leaves the defaults out) does not look like a change of the immutable template.
+/// Defaulting (as `SetDefaultsAdvancedCronJob` in openkruise/kruise v1.9.0
+/// apis/apps/defaults/v1beta1.go): `concurrencyPolicy: Allow`, `paused: false`, history limits 3
+/// and 1; the chosen template's Pod template gets the core defaults unless `template_defaults` is
+/// false (gate `TemplateNoDefaults`): on CREATE, and on UPDATE when the stored template was
+/// defaulted, so that re-applying an unchanged manifest (which leaves the defaults out) does not
+/// look like a change of the immutable template.
 pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults: bool) -> Value {
     let mut obj = object.clone();
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -85,8 +86,8 @@ pub fn with_defaults_for(object: &Value, old: Option<&Value>, template_defaults:
     obj
 }
 
-/// Spec 3 validation (JSON), as field errors: the object, and on UPDATE (`old` set) the
-/// fields that may not change.
+/// Validation (JSON, as upstream's `validateAdvancedCronJob` and `validateAdvancedCronJobUpdate`),
+/// as field errors: the object, and on UPDATE (`old` set) the fields that may not change.
 pub fn validate(object: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let name = object

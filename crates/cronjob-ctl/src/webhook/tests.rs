@@ -52,7 +52,7 @@ fn reapplying_the_same_manifest_is_no_change_of_the_template() {
 }
 
 #[test]
-fn the_seed_is_valid() {
+fn an_every_minute_broadcastjob_cron_is_valid() {
     let obj = acj(json!({"schedule": "*/1 * * * *", "template": bcj_template()}));
     assert!(
         validate(&obj, None).is_empty(),

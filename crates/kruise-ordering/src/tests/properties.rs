@@ -390,8 +390,8 @@ proptest! {
         unmatched in 0..24usize,
         perm_seed in prop::collection::vec(any::<u8>(), 40),
     ) {
-        // Plain pods differing only in name; the matched ones are spread through the
-        // incoming order by the seed so scatter has real work to do.
+        // Plain pods differing only in name; the matched ones are spread through the incoming order
+        // by `perm_seed` so scatter has real work to do.
         let mut flags: Vec<bool> = std::iter::repeat_n(true, matched).chain(std::iter::repeat_n(false, unmatched)).collect();
         for (i, s) in perm_seed.iter().enumerate().take(flags.len()) {
             let j = usize::from(*s) % flags.len();

@@ -1,4 +1,5 @@
-//! Spec 3.3.3: the node affinity a re-created Pod gets from its recorded state.
+//! The node affinity a re-created Pod gets from its recorded state (as `createNodeAffinity` in
+//! openkruise/kruise v1.9.0 pkg/webhook/pod/mutating/persistent_pod_state.go).
 
 use std::collections::BTreeMap;
 

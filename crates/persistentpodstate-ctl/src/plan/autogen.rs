@@ -1,5 +1,6 @@
-//! Spec 3.3.4: the PPS a StatefulSet's annotations ask for, and what to do about the one
-//! that exists.
+//! The PPS a StatefulSet's annotations ask for (as `autoGeneratePersistentPodState` in
+//! openkruise/kruise v1.9.0 pkg/controller/persistentpodstate/persistent_pod_state_controller.go),
+//! and what to do about the one that exists.
 
 use std::collections::BTreeMap;
 

@@ -212,7 +212,7 @@ fn is_current(
             .eq(annotations.iter().copied())
 }
 
-/// Spec 3.3.1–2: the status the PPS should have.
+/// The status the PPS should have (as upstream's `Reconcile` and `getPodState`).
 ///
 /// - Target missing or being deleted: no states.
 /// - Each recordable Pod gets its state, rewritten only when its node or the key sets

@@ -102,7 +102,9 @@ async fn synced(ctx: &Context) -> Result<(), HandlerError> {
     }
 }
 
-/// Spec 3.2 validation of `pps` (`old` on UPDATE) against the other PPSs of the cache.
+/// Validation of `pps` (`old` on UPDATE) against the other PPSs of the cache (as
+/// `validatingPersistentPodStateFn` in openkruise/kruise v1.9.0
+/// pkg/webhook/persistentpodstate/validating/persistent_create_update_handler.go).
 pub fn validate(
     pps: &PersistentPodState,
     old: Option<&PersistentPodState>,

@@ -22,7 +22,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
-/// Spec 3.3: only Secrets and ConfigMaps (upstream prints its GroupKind list).
+/// Only Secrets and ConfigMaps (upstream's `validateResourceDistributionSpecResource` prints its
+/// GroupKind list).
 pub const UNSUPPORTED_KIND: &str =
     "unknown or unsupported resource GroupKind, only support [Secret ConfigMap]";
 

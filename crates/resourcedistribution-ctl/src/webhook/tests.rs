@@ -20,7 +20,7 @@ fn messages(errors: &[FieldError]) -> Vec<String> {
 }
 
 #[test]
-fn the_seed_example_is_valid() {
+fn an_rd_of_a_secret_to_listed_and_selected_namespaces_is_valid() {
     let obj = rd(
         secret("app-token"),
         json!({"includedNamespaces": {"list": [{"name": "ns-1"}]},

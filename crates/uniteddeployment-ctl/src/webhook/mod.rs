@@ -42,9 +42,10 @@ pub const STATEFULSET_TEMPLATE_UPDATE: &str = "updates to statefulSetTemplate sp
 pub const RESERVE_ONLY_STATELESS: &str =
     "reserveUnschedulablePods is only supported for deploymentTemplate and cloneSetTemplate";
 
-/// Spec 2.2 defaulting: `revisionHistoryLimit: 10`, `updateStrategy.type: Manual`,
-/// `scheduleStrategy.type: Fixed`; when a subset sets minReplicas or maxReplicas and none
-/// sets replicas, every unset minReplicas becomes 0.
+/// Defaulting (as `SetDefaultsUnitedDeploymentV1beta1` in openkruise/kruise v1.9.0
+/// apis/apps/defaults/v1beta1.go): `revisionHistoryLimit: 10`, `updateStrategy.type: Manual`,
+/// `scheduleStrategy.type: Fixed`; when a subset sets minReplicas or maxReplicas and none sets
+/// replicas, every unset minReplicas becomes 0.
 pub fn with_defaults(object: &Value) -> Value {
     let mut obj = object.clone();
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -92,7 +93,8 @@ fn is_dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
-/// Spec 2.3 validation, as field errors; `old` on UPDATE.
+/// Validation (as upstream's `validateUnitedDeploymentV1beta1` and
+/// `ValidateUnitedDeploymentUpdateV1beta1`), as field errors; `old` on UPDATE.
 pub fn validate(ud: &UnitedDeployment, old: Option<&UnitedDeployment>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     errors.extend(admission::workload_name_errors(&ud.name_any()));
