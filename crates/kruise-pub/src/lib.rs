@@ -18,7 +18,7 @@ pub mod podstate;
 use std::time::Duration;
 
 use kruise_api::pod::PodView;
-use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
+use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PodUnavailableBudgetStatus, PubOperation};
 use kruise_runtime::{FeatureGates, gates};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -73,11 +73,12 @@ pub async fn spend(
 ) -> Result<Spent, kube::Error> {
     let pub_name = newest.metadata.name.clone().unwrap_or_default();
     for attempt in 0..WRITE_ATTEMPTS {
-        let status = match decision::spend(&newest, pod, op, jiff::Timestamp::now()) {
-            decision::Spend::AlreadyRecorded => return Ok(Spent::Allowed { written: None }),
-            decision::Spend::Deny(denial) => return Ok(Spent::Denied(denial)),
-            decision::Spend::Write(_) if dry_run => return Ok(Spent::Allowed { written: None }),
-            decision::Spend::Write(status) => status,
+        let status = match step(
+            decision::spend(&newest, pod, op, jiff::Timestamp::now()),
+            dry_run,
+        ) {
+            Step::Answer(spent) => return Ok(spent),
+            Step::Write(status) => status,
         };
         newest.status = Some(status);
         match api
@@ -105,6 +106,26 @@ pub async fn spend(
         }
     }
     Ok(Spent::Denied(Denial::Conflicts { pub_name }))
+}
+
+/// What [`spend`] does with a decision: answer now, or write the status first.
+#[derive(Debug)]
+enum Step {
+    Answer(Spent),
+    Write(PodUnavailableBudgetStatus),
+}
+
+/// A dry run (`kubectl delete --dry-run=server`, an eviction with `dryRun: [All]`) gets
+/// the answer the real request would get and writes nothing, as
+/// openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go returns right
+/// after `checkAndDecrement` when `dryRun` is set.
+fn step(decision: decision::Spend, dry_run: bool) -> Step {
+    match decision {
+        decision::Spend::AlreadyRecorded => Step::Answer(Spent::Allowed { written: None }),
+        decision::Spend::Deny(denial) => Step::Answer(Spent::Denied(denial)),
+        decision::Spend::Write(_) if dry_run => Step::Answer(Spent::Allowed { written: None }),
+        decision::Spend::Write(status) => Step::Write(status),
+    }
 }
 
 /// A controller about to disrupt `pod` (`op`: an in-place update, a deletion) asks the
@@ -146,6 +167,44 @@ mod tests {
                 .with_code(code)
                 .boxed(),
         )
+    }
+
+    fn budget(allowed: i32) -> PodUnavailableBudget {
+        let mut p = PodUnavailableBudget::new("web-pub", Default::default());
+        p.status = Some(PodUnavailableBudgetStatus {
+            unavailable_allowed: allowed,
+            desired_available: 1,
+            ..Default::default()
+        });
+        p
+    }
+
+    fn decide(allowed: i32, dry_run: bool) -> Step {
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        step(
+            decision::spend(&budget(allowed), "web-0", PubOperation::Delete, now),
+            dry_run,
+        )
+    }
+
+    #[test]
+    fn a_dry_run_gets_the_real_answer_and_writes_nothing() {
+        // Budget left: the real request writes the Pod into disruptedPods, the dry run
+        // is allowed with nothing to write.
+        assert!(
+            matches!(decide(1, false), Step::Write(s) if s.disrupted_pods.contains_key("web-0"))
+        );
+        assert!(matches!(
+            decide(1, true),
+            Step::Answer(Spent::Allowed { written: None })
+        ));
+        // Nothing left: both are refused alike.
+        for dry_run in [false, true] {
+            assert!(matches!(
+                decide(0, dry_run),
+                Step::Answer(Spent::Denied(Denial::Exhausted { .. }))
+            ));
+        }
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub fn configurations(
             rule("", &["v1"], &["pods/eviction"], &["CREATE"], "Namespaced"),
         ],
     );
+    // It writes the PUB's status (the disruption it admits), never for a dry run.
+    pod_hook.side_effects = "NoneOnDryRun".into();
     pod_hook.match_conditions = Some(vec![MatchCondition {
         name: "protected-pod-or-eviction".into(),
         expression: format!(
@@ -261,16 +263,20 @@ async fn classify(
     }
 }
 
-/// A dry run: the request's own flag, or an eviction's `deleteOptions.dryRun`.
+/// A dry run: the request's own flag (`?dryRun=All`), or an eviction's
+/// `deleteOptions.dryRun` — `kubectl drain --dry-run=server` sets only the latter, and
+/// the apiserver fills the review's `dryRun` from the query alone. Any value counts, as
+/// `dryrun.IsDryRun` in openkruise/kruise v1.9.0 pkg/webhook/pod/validating/pod_unavailable_budget.go.
 fn is_dry_run(req: &AdmissionRequest<DynamicObject>) -> bool {
-    req.dry_run
-        || req
-            .object
-            .as_ref()
-            .and_then(|o| o.data.get("deleteOptions"))
-            .and_then(|d| d.get("dryRun"))
-            .and_then(|d| d.as_array())
-            .is_some_and(|a| !a.is_empty())
+    req.dry_run || eviction_dry_run(req.object.as_ref())
+}
+
+fn eviction_dry_run(object: Option<&DynamicObject>) -> bool {
+    object
+        .and_then(|o| o.data.get("deleteOptions"))
+        .and_then(|d| d.get("dryRun"))
+        .and_then(|d| d.as_array())
+        .is_some_and(|a| !a.is_empty())
 }
 
 async fn validate_pod_request(
@@ -372,6 +378,7 @@ mod tests {
         let hooks = validating[0].webhooks.as_ref().unwrap();
         let pod = hooks.iter().find(|w| w.name == "vpod-pub.kb.io").unwrap();
         assert_eq!(pod.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(pod.side_effects, "NoneOnDryRun");
         let condition = &pod.match_conditions.as_ref().unwrap()[0].expression;
         assert!(condition.contains("'kruise.io/related-pub' in oldObject.metadata.annotations"));
         let resources: Vec<_> = pod
@@ -383,6 +390,26 @@ mod tests {
         assert_eq!(resources, ["pods", "pods/eviction"]);
         let m = &mutating[0].webhooks.as_ref().unwrap()[0];
         assert_eq!(m.failure_policy.as_deref(), Some("Ignore"));
+    }
+
+    #[test]
+    fn an_eviction_is_a_dry_run_when_its_delete_options_say_so() {
+        let eviction = |options: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "web-0"}, "deleteOptions": options}))
+            .unwrap()
+        };
+        assert!(eviction_dry_run(Some(&eviction(
+            serde_json::json!({"dryRun": ["All"]})
+        ))));
+        assert!(!eviction_dry_run(Some(&eviction(
+            serde_json::json!({"dryRun": []})
+        ))));
+        assert!(!eviction_dry_run(Some(&eviction(
+            serde_json::json!({"gracePeriodSeconds": 0})
+        ))));
+        assert!(!eviction_dry_run(None));
     }
 
     #[test]

@@ -455,6 +455,8 @@ pub fn configurations(
         )]
     };
     let mut validate = validating_webhook("vsidecarset.kruise.io", VALIDATE_PATH, sidecarsets());
+    // Admitting a SidecarSet may widen the Pod webhook's conditions; a dry run does not.
+    validate.side_effects = "NoneOnDryRun".into();
     validate.match_conditions = sidecarset_conditions.clone();
     let mut inject = mutating_webhook(
         "msidecarset-pod.kruise.io",
@@ -564,6 +566,7 @@ mod tests {
         );
         let pod_hook = &m.webhooks.as_ref().unwrap()[0];
         assert_eq!(pod_hook.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(v.webhooks.as_ref().unwrap()[0].side_effects, "NoneOnDryRun");
         assert_eq!(
             pod_hook.rules.as_ref().unwrap()[0]
                 .operations

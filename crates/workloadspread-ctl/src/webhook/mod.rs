@@ -289,6 +289,12 @@ fn generated_uid() -> String {
     )
 }
 
+/// The status a decision writes: none for a dry run, whose answer (and Pod patch) is the
+/// real request's but which leaves the WorkloadSpread as it was.
+fn to_write(status: Option<WorkloadSpreadStatus>, dry_run: bool) -> Option<WorkloadSpreadStatus> {
+    status.filter(|_| !dry_run)
+}
+
 /// Writes the status `decide` computes from the newest WorkloadSpread, retrying on
 /// conflict. `decide` returns `(outcome, status to write)`; `Ok(outcome)` once written
 /// (or nothing to write), `Err(())` when every attempt conflicted.
@@ -321,7 +327,7 @@ async fn with_status_write<T>(
         let Some((outcome, status)) = decide(&newest) else {
             return Ok(Ok(None));
         };
-        let Some(status) = status.filter(|_| !dry_run) else {
+        let Some(status) = to_write(status, dry_run) else {
             return Ok(Ok(Some(outcome)));
         };
         let mut next = newest;
@@ -447,6 +453,16 @@ async fn place_pod(
         .map_err(internal)
 }
 
+/// An eviction's `deleteOptions.dryRun` (what `kubectl drain --dry-run=server` sets; the
+/// review's own `dryRun` follows only the `?dryRun` query).
+fn eviction_dry_run(object: Option<&DynamicObject>) -> bool {
+    object
+        .and_then(|o| o.data.get("deleteOptions"))
+        .and_then(|d| d.get("dryRun"))
+        .and_then(|d| d.as_array())
+        .is_some_and(|a| !a.is_empty())
+}
+
 /// Pod DELETE or eviction (spec 1.4.2): records `deletingPods`; always allows.
 async fn record_pod_deletion(
     ctx: &Context,
@@ -455,14 +471,9 @@ async fn record_pod_deletion(
     let response = AdmissionResponse::from(&req);
     let namespace = req.namespace.clone().unwrap_or_default();
     let sub = req.sub_resource.as_deref().unwrap_or_default();
-    let dry_run_eviction = req
-        .object
-        .as_ref()
-        .and_then(|o| o.data.get("deleteOptions"))
-        .and_then(|d| d.get("dryRun"))
-        .and_then(|d| d.as_array())
-        .is_some_and(|a| !a.is_empty());
-    if !ctx.enabled || req.dry_run || dry_run_eviction {
+    // A dry run is allowed without recording anything, as upstream's Pod validating
+    // webhook does (openkruise/kruise v1.9.0 pkg/webhook/pod/validating/workloadspread.go).
+    if !ctx.enabled || req.dry_run || eviction_dry_run(req.object.as_ref()) {
         return Ok(response);
     }
     let pod: Option<Pod> = match (&req.operation, sub) {

@@ -266,3 +266,27 @@ proptest! {
         prop_assert_eq!(validate(&w, None, &[], &Allowlist::default()).is_empty(), valid);
     }
 }
+
+#[test]
+fn a_dry_run_writes_no_status() {
+    let status = WorkloadSpreadStatus::default();
+    assert!(to_write(Some(status.clone()), true).is_none());
+    assert_eq!(to_write(Some(status.clone()), false), Some(status));
+    assert!(to_write(None, false).is_none());
+}
+
+#[test]
+fn an_eviction_is_a_dry_run_when_its_delete_options_say_so() {
+    let eviction = |options: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": "web-0"}, "deleteOptions": options}))
+        .unwrap()
+    };
+    assert!(eviction_dry_run(Some(&eviction(
+        json!({"dryRun": ["All"]})
+    ))));
+    assert!(!eviction_dry_run(Some(&eviction(json!({"dryRun": []})))));
+    assert!(!eviction_dry_run(Some(&eviction(json!({})))));
+    assert!(!eviction_dry_run(None));
+}
