@@ -1,7 +1,8 @@
 //! PodUnavailableBudget on the real cluster, through the apiserver's admission chain:
 //! the seeds' P1 (CloneSet) and P2 (a user's CRD read through its scale subresource), a
 //! Deployment target, 50 concurrent deleters against a budget of 3, two admission paths
-//! racing for the last unit, validation and the gates.
+//! racing for the last unit, dry runs (answered, never spending), validation and the
+//! gates.
 //!
 //! Pods whose readiness the test must hold carry the readiness gate `e2e.kruise.io/ready`
 //! (the kwok stages make Ready follow it), so a replacement Pod cannot give the budget
@@ -1087,4 +1088,117 @@ async fn pub_controller_gates_off(ns: &TestNamespace) -> RunningController {
     })
     .await;
     ctl
+}
+
+/// Evicts `pod` with `deleteOptions.dryRun: [All]` in the Eviction body (what
+/// `kubectl drain --dry-run=server` sends; kube-rs's `EvictParams` cannot put it there).
+async fn evict_dry_run(ns: &TestNamespace, pod: &str) -> (bool, String, String) {
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns.name},
+        "deleteOptions": {"dryRun": ["All"]}});
+    kruise_e2e::kubectl_async(
+        vec![
+            "create".into(),
+            "--raw".into(),
+            format!("/api/v1/namespaces/{}/pods/{pod}/eviction", ns.name),
+            "-f".into(),
+            "-".into(),
+        ],
+        Some(eviction.to_string()),
+    )
+    .await
+}
+
+/// Dry runs (`kubectl delete --dry-run=server`, an eviction dry run in its body or its
+/// query) get the answer the real request would get and never spend the budget:
+/// upstream's `PodUnavailableBudgetValidatePod` decides on a copy and skips the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dry_runs_are_answered_like_the_real_request_and_spend_nothing() {
+    let ns = TestNamespace::new("pub-dry").await;
+    let _ctl = pub_controller(&ns, "").await;
+    ns.apply(&pub_json(
+        "dry-pub",
+        json!({"selector": {"matchLabels": {"app": "dry"}}, "maxUnavailable": 1}),
+        json!({keys::PUB_PROTECT_TOTAL_REPLICAS: "2"}),
+    ))
+    .await
+    .expect("pub");
+    wait_status(&ns, "dry-pub", "the PUB counted", |s| s.total_replicas == 2).await;
+    let api: Api<Pod> = ns.api();
+    for i in 0..2 {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("dry-{i}"), "labels": {"app": "dry"}},
+            "spec": {"containers": [{"name": "main", "image": "nginx:alpine"}]}}))
+        .unwrap();
+        api.create(&PostParams::default(), &pod).await.expect("pod");
+    }
+    ready_pods(&ns, "dry", 2, "dry-pub").await;
+    wait_status(&ns, "dry-pub", "one unit to spend", |s| {
+        counts(s) == (2, 1, 2, 1)
+    })
+    .await;
+    let unspent = |s: &PodUnavailableBudgetStatus| {
+        (
+            s.unavailable_allowed,
+            s.disrupted_pods.len(),
+            s.unavailable_pods.len(),
+        )
+    };
+    let kubectl_delete = |pod: &str| {
+        kruise_e2e::kubectl_async(
+            ["delete", "pod", pod, "-n", &ns.name, "--dry-run=server"]
+                .map(String::from)
+                .to_vec(),
+            None,
+        )
+    };
+
+    // Budget left: every dry run is allowed, again and again, and the unit stays.
+    for _ in 0..2 {
+        let (ok, out, err) = kubectl_delete("dry-0").await;
+        assert!(ok && out.contains("(server dry run)"), "{out} {err}");
+        let s = status(&ns, "dry-pub").await;
+        assert_eq!(unspent(&s), (1, 0, 0), "{s:?}");
+    }
+    let (ok, out, err) = evict_dry_run(&ns, "dry-0").await;
+    assert!(ok, "{out} {err}");
+    let query_dry_run = EvictParams {
+        post_options: PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.evict("dry-0", &query_dry_run)
+        .await
+        .expect("dry-run eviction allowed");
+    let s = status(&ns, "dry-pub").await;
+    assert_eq!(unspent(&s), (1, 0, 0), "{s:?}");
+    assert_eq!(pods_of(&ns, "dry").await.len(), 2);
+
+    // The real deletion still has its unit, once.
+    api.delete("dry-0", &DeleteParams::default())
+        .await
+        .expect("the real deletion is allowed");
+    let s = status(&ns, "dry-pub").await;
+    assert_eq!(s.unavailable_allowed, 0, "{s:?}");
+    assert!(s.disrupted_pods.contains_key("dry-0"), "{s:?}");
+
+    // Nothing left: dry runs are refused as the real request is, and change nothing.
+    let (ok, _, err) = kubectl_delete("dry-1").await;
+    assert!(!ok && err.contains(EXHAUSTED), "{err}");
+    let (ok, _, err) = evict_dry_run(&ns, "dry-1").await;
+    assert!(!ok && err.contains(EXHAUSTED), "{err}");
+    let message = denial(api.evict("dry-1", &query_dry_run).await);
+    assert!(message.contains(EXHAUSTED), "{message}");
+    // (The controller may drop dry-0's record meanwhile: it is gone.)
+    let after = status(&ns, "dry-pub").await;
+    assert_eq!(after.unavailable_allowed, 0, "{after:?}");
+    assert!(
+        !after.disrupted_pods.contains_key("dry-1") && after.unavailable_pods.is_empty(),
+        "{after:?}"
+    );
+    let message = denial(api.delete("dry-1", &DeleteParams::default()).await);
+    assert!(message.contains(EXHAUSTED), "{message}");
 }

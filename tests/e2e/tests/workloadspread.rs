@@ -669,3 +669,128 @@ spec:
     );
     drop(ctl);
 }
+
+/// Dry runs (`kubectl create|delete --dry-run=server`, an eviction dry run in its body)
+/// leave the WorkloadSpread's status as it was: upstream's Pod webhooks return before
+/// `HandlePodCreation` / `HandlePodDeletion` when `dryRun` is set. A dry-run creation
+/// still comes back placed (our webhook's probe reads that); a real one is recorded.
+#[tokio::test]
+async fn dry_runs_leave_the_status_untouched() {
+    let ns = TestNamespace::new("ws-dry").await;
+    let target = ("apps.kruise.io/v1alpha1", "CloneSet", "dry");
+    let subsets = subset("a", "zone-a", "1") + &subset("b", "zone-b", "");
+    ns.apply(&ws_yaml("ws-dry", target, &subsets, ""))
+        .await
+        .expect("apply ws");
+    let ws_ctl = controller(&ns, target).await;
+    // No cloneset-ctl: the test creates the CloneSet's Pods itself.
+    ns.apply(&cloneset_yaml("dry", 2)).await.expect("apply cs");
+    let cs: CloneSet = ns.api::<CloneSet>().get("dry").await.expect("cs");
+    let metric = |operation: &str| {
+        let key = format!(
+            "kruise_pod_operations_total{{controller=\"workloadspread-controller\",operation=\"{operation}\"}} "
+        );
+        ws_ctl
+            .metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&key)?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let subset_status = |ws: &WorkloadSpread, name: &str| {
+        ws.status
+            .as_ref()
+            .and_then(|s| s.subset_statuses.iter().find(|s| s.name == name).cloned())
+            .unwrap_or_else(|| panic!("subset {name} in {:?}", ws.status))
+    };
+    let ws_api: Api<WorkloadSpread> = ns.api();
+    let before = wait_status(&ns, "ws-dry", |s| {
+        s.get("a") == Some(&(0, 1)) && s.get("b") == Some(&(0, -1))
+    })
+    .await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "dry-0", "labels": {"app": "dry"}, "ownerReferences": [
+            {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "dry",
+             "uid": cs.uid().unwrap(), "controller": true}]},
+        "spec": {"terminationGracePeriodSeconds": 0,
+                 "containers": [{"name": "c", "image": "nginx:alpine"}]}})
+    .to_string();
+    let kubectl = |args: &[&str], stdin: Option<String>| {
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["-n".to_string(), ns.name.clone()]);
+        kruise_e2e::kubectl_async(args, stdin)
+    };
+
+    // Creation: placed in subset a (its one free place), twice, and nothing recorded.
+    for _ in 0..2 {
+        let (ok, out, err) = kubectl(
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            Some(pod.clone()),
+        )
+        .await;
+        assert!(ok, "{out} {err}");
+        let placed: Pod = serde_json::from_str(&out).expect("pod json");
+        assert_eq!(subset_of(&placed), "a", "{:?}", placed.metadata.annotations);
+        let ws = ws_api.get("ws-dry").await.expect("ws");
+        let a = subset_status(&ws, "a");
+        assert!(a.creating_pods.is_empty(), "{a:?}");
+        assert_eq!((a.replicas, a.missing_replicas), (0, 1), "{a:?}");
+        assert_eq!(ws.status, before.status);
+    }
+    assert_eq!(metric("placed"), 0, "dry runs are not placements");
+
+    // The real creation takes subset a's place.
+    let (ok, out, err) = kubectl(&["create", "-f", "-"], Some(pod.clone())).await;
+    assert!(ok, "{out} {err}");
+    assert_eq!(metric("placed"), 1);
+    let placed = wait_status(&ns, "ws-dry", |s| s.get("a") == Some(&(1, 0))).await;
+    wait_for("the creation record cleared", TIMEOUT, || async {
+        let ws = ws_api.get("ws-dry").await.map_err(|e| e.to_string())?;
+        let a = subset_status(&ws, "a");
+        if a.creating_pods.is_empty() && a.deleting_pods.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{a:?}"))
+        }
+    })
+    .await;
+    let placed_a = subset_status(&placed, "a");
+
+    // Deletion and eviction dry runs: the Pod stays, nothing is recorded.
+    let (ok, out, err) = kubectl(&["delete", "pod", "dry-0", "--dry-run=server"], None).await;
+    assert!(ok && out.contains("(server dry run)"), "{out} {err}");
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "dry-0", "namespace": ns.name},
+        "deleteOptions": {"dryRun": ["All"]}});
+    let (ok, out, err) = kubectl(
+        &[
+            "create",
+            "--raw",
+            &format!("/api/v1/namespaces/{}/pods/dry-0/eviction", ns.name),
+            "-f",
+            "-",
+        ],
+        Some(eviction.to_string()),
+    )
+    .await;
+    assert!(ok, "{out} {err}");
+    let ws = ws_api.get("ws-dry").await.expect("ws");
+    let a = subset_status(&ws, "a");
+    assert!(a.deleting_pods.is_empty(), "{a:?}");
+    assert_eq!(
+        (a.replicas, a.missing_replicas),
+        (placed_a.replicas, placed_a.missing_replicas),
+        "{a:?}"
+    );
+    assert_eq!(metric("deletion_recorded"), 0);
+    ns.api::<Pod>()
+        .get("dry-0")
+        .await
+        .expect("the Pod is still there");
+
+    // The real deletion is recorded.
+    ns.api::<Pod>()
+        .delete("dry-0", &Default::default())
+        .await
+        .expect("delete");
+    assert_eq!(metric("deletion_recorded"), 1);
+}
