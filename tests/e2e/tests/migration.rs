@@ -177,6 +177,9 @@ fn count_audit(events: &[AuditEvent], who: &Incoming) -> AuditCounts {
 
 // --- the workloads ----------------------------------------------------------------------
 
+/// The JSON patch of the n-th rollout.
+type RolloutPatch = fn(u32) -> Value;
+
 /// A workload kind of the scenario: one object in a namespace of its own (`mig-<kind>`),
 /// so a Pod or a ControllerRevision is attributed to a kind by its namespace.
 struct Kind {
@@ -192,7 +195,7 @@ struct Kind {
     /// `Ok(())` when the status says the current generation is fully rolled out and ready.
     settled: fn(&DynamicObject) -> Result<(), String>,
     /// A JSON patch that starts a rollout, and whether that rollout keeps the Pods.
-    rollout: Option<(fn(u32) -> Value, bool)>,
+    rollout: Option<(RolloutPatch, bool)>,
     /// Other namespaces whose ControllerRevisions belong to this kind.
     revision_namespaces: &'static [&'static str],
     /// Workloads created with it in its namespace (after it: a SidecarSet or a
@@ -1189,7 +1192,10 @@ async fn phase_create(env: &Env) -> PhaseResult {
         }
     }
     // The ContainerRecreateRequest comes after: it names a Pod.
-    let first: Vec<Kind> = self::kinds().into_iter().filter(|k| k.name != "crr").collect();
+    let first: Vec<Kind> = self::kinds()
+        .into_iter()
+        .filter(|k| k.name != "crr")
+        .collect();
     let settled = wait_settled(&client, &first, env.settle_timeout, &BTreeMap::new()).await;
     // The ContainerRecreateRequest, for a Pod that exists now.
     if let Some(k) = kinds.iter().find(|k| k.name == "crr") {
@@ -1263,9 +1269,31 @@ async fn phase_check(env: &Env) -> PhaseResult {
     let kinds = kinds();
     let before = load_snapshot(env);
     let start = Instant::now();
-    let settled = wait_settled(&client, &kinds, env.settle_timeout, &before.generations).await;
-    // Writes that follow the settled status (a late resync, an Event) count too.
+    // The status is settled already before the incoming manager acts (it is the outgoing
+    // one's): settled at the start, then again after the grace period, in which the
+    // incoming manager's first reconciles run; its writes meanwhile count too.
+    let first = wait_settled(&client, &kinds, env.settle_timeout, &before.generations).await;
     tokio::time::sleep(env.grace).await;
+    // Only those settled the first time: one that timed out keeps what it last saw.
+    let settled_once: Vec<Kind> = self::kinds()
+        .into_iter()
+        .filter(|k| first.get(k.name).is_some_and(Result::is_ok))
+        .collect();
+    let again = wait_settled(
+        &client,
+        &settled_once,
+        env.settle_timeout,
+        &before.generations,
+    )
+    .await;
+    let settled: BTreeMap<String, Result<f64, String>> = first
+        .into_iter()
+        .map(|(k, v)| {
+            let a = again.get(&k).cloned().unwrap_or(Ok(0.0));
+            let total = env.grace.as_secs_f64();
+            (k, v.and_then(|s| a.map(|t| s + total + t)))
+        })
+        .collect();
     let after = take_snapshot(&client, &kinds, before.rollouts).await;
     let audit_to = std::fs::metadata(&env.audit).map(|m| m.len()).unwrap_or(0);
     let events = read_audit(&env.audit, env.audit_from, Some(audit_to)).unwrap_or_else(|e| {
@@ -1334,8 +1362,25 @@ async fn phase_check(env: &Env) -> PhaseResult {
                 .push(format!("Pod UIDs changed: {:?}", d.uid_changed));
         }
         if !d.pods_gone.is_empty() || !d.pods_new.is_empty() {
-            r.failures
-                .push(format!("Pods gone {:?}, new {:?}", d.pods_gone, d.pods_new));
+            // Who deleted them, whoever it was (the garbage collector, say).
+            let ns = k.namespace();
+            let deleted_by: BTreeSet<String> = events
+                .iter()
+                .filter(|e| e.verb == "delete")
+                .filter(|e| {
+                    e.response_status.as_ref().is_some_and(|s| s.code < 300)
+                        && e.object_ref.as_ref().is_some_and(|r| {
+                            r.resource.as_deref() == Some("pods")
+                                && r.namespace.as_deref() == Some(ns.as_str())
+                                && r.name.as_ref().is_some_and(|n| d.pods_gone.contains(n))
+                        })
+                })
+                .map(|e| e.user_agent.clone())
+                .collect();
+            r.failures.push(format!(
+                "Pods gone {:?} (deleted by {deleted_by:?}), new {:?}",
+                d.pods_gone, d.pods_new
+            ));
         }
         if !d.revisions_new.is_empty() || !d.revisions_gone.is_empty() {
             r.failures.push(format!(
@@ -1472,12 +1517,12 @@ fn print_phase(r: &PhaseResult) {
         }
     );
     println!(
-        "  {:<12} {:<5} {:>8} {:>10}  failures",
+        "  {:<18} {:<5} {:>8} {:>10}  failures",
         "kind", "pass", "seconds", "pod writes"
     );
     for k in &r.kinds {
         println!(
-            "  {:<12} {:<5} {:>8} {:>10}  {}",
+            "  {:<18} {:<5} {:>8} {:>10}  {}",
             k.kind,
             if k.pass { "ok" } else { "FAIL" },
             k.seconds
@@ -1524,7 +1569,7 @@ fn phase_report(env: &Env) -> bool {
     }
     println!("\nmigration summary (target/migration/summary.json):");
     println!(
-        "  {:<22} {:<8} {:<12} {:<5} {:>10} {:>8}",
+        "  {:<14} {:<8} {:<18} {:<5} {:>10} {:>8}",
         "step", "phase", "kind", "pass", "pod writes", "seconds"
     );
     let mut pass = true;
@@ -1532,7 +1577,7 @@ fn phase_report(env: &Env) -> bool {
         for k in &r.kinds {
             pass &= k.pass;
             println!(
-                "  {:<22} {:<8} {:<12} {:<5} {:>10} {:>8}",
+                "  {:<14} {:<8} {:<18} {:<5} {:>10} {:>8}",
                 r.label,
                 r.phase,
                 k.kind,
