@@ -1,4 +1,4 @@
-//! The SidecarSet hashes (spec 2): `kruise.io/sidecarset-hash` and
+//! The SidecarSet hashes: `kruise.io/sidecarset-hash` and
 //! `kruise.io/sidecarset-hash-without-image`.
 //!
 //! As openkruise/kruise v1.9.0 pkg/control/sidecarcontrol/hash.go: the hash covers
