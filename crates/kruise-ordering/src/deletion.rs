@@ -557,8 +557,9 @@ mod tests {
         );
     }
 
+    /// OpenKruise v0.9.0 release notes: a lower `pod-deletion-cost` goes first, missing = 0.
     #[test]
-    fn scenario_20_cost_orders_otherwise_equal_pods() {
+    fn deletion_cost_orders_otherwise_equal_pods() {
         let pods: Vec<Pod> = [
             ("p1", Some("3")),
             ("p2", None),

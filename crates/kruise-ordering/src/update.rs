@@ -253,8 +253,9 @@ mod tests {
         assert_eq!(sorted(&[&cheap, &costly], &ctx(None)), ["a", "b"]);
     }
 
+    /// The weightPriority example of OpenKruise's documentation (CloneSet user manual).
     #[test]
-    fn scenario_13_weight_foo_before_bar_before_others() {
+    fn documented_weight_foo_before_bar_before_others() {
         let strategy = UpdatePriorityStrategy {
             order_priority: vec![],
             weight_priority: vec![
@@ -325,8 +326,9 @@ mod tests {
         );
     }
 
+    /// The orderPriority example of OpenKruise's documentation (CloneSet user manual).
     #[test]
-    fn scenario_13_order_sts_10_before_5() {
+    fn documented_order_sts_10_before_5() {
         let strategy = order_terms(&["some-label-key"]);
         let five = healthy("a").label("some-label-key", "5").build();
         let ten = healthy("b").label("some-label-key", "sts-10").build();
