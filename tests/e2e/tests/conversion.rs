@@ -8,6 +8,12 @@
 //! controllers, which never register a conversion). Changing a CRD's conversion ends every
 //! watch on that kind, so `make test` runs these tests alone, after the others.
 
+// Our CRDs over OpenKruise's, on copies under private groups that keep upstream's plurals
+// and short names: while they exist `kubectl get cloneset` is ambiguous, so they run here,
+// alone, with the conversion tests.
+#[path = "upstream_crds.rs"]
+mod upstream_crds;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -337,9 +337,11 @@ async fn daemonset_runs_one_pod_per_node_as_nodes_come_and_go() {
         header,
         [
             "NAME",
-            "DESIREDNUMBER",
-            "CURRENTNUMBER",
-            "UPDATEDNUMBERSCHEDULED",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
             "AGE"
         ]
     );

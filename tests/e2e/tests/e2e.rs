@@ -27,6 +27,5 @@ mod sidecarset;
 mod smoke;
 mod statefulset;
 mod uniteddeployment;
-mod upstream_crds;
 mod webhook;
 mod workloadspread;
