@@ -1,4 +1,5 @@
-//! Sidecar injection into a new Pod (spec 4.1): pure, so it is tested without a cluster.
+//! Sidecar injection into a new Pod (as `openkruise/kruise v1.9.0
+//! pkg/webhook/pod/mutating/sidecarset.go` does it): pure, so it is tested without a cluster.
 //!
 //! [`choose`] picks the SidecarSets (and the revision of each) a Pod gets; [`inject`]
 //! builds the Pod with their containers, init containers, volumes, pull secrets and
@@ -237,7 +238,7 @@ fn apply_resources_policy(
     Ok(())
 }
 
-/// Spec 4.1.5–4.1.10: the Pod with every candidate's sidecars. `candidates` may come in
+/// The Pod with every candidate's sidecars. `candidates` may come in
 /// any order; they are applied by name.
 #[allow(
     clippy::expect_used,
@@ -464,7 +465,7 @@ fn push_env_if_absent(c: &mut Container, env: EnvVar) {
     }
 }
 
-/// The container one sidecar becomes in this Pod (spec 4.1.5 a–c).
+/// The container one sidecar becomes in this Pod (upstream `buildSidecars`).
 fn build(sc: &SidecarContainer, pod: &Pod, app: &[Container]) -> Container {
     let mut c = sc.container.clone();
     let mut copied_env: Vec<EnvVar> = Vec::new();
@@ -546,7 +547,7 @@ fn sub_path_vars(expr: &str) -> Vec<&str> {
     vars
 }
 
-/// transferEnv (spec 4.1.5 c): whole EnvVars copied from the source container; missing
+/// transferEnv (upstream `GetSidecarTransferEnvs`): whole EnvVars copied from the source container; missing
 /// ones are skipped.
 fn transfer_envs(sc: &SidecarContainer, pod: &Pod) -> Vec<EnvVar> {
     let containers = pod
@@ -602,7 +603,7 @@ pub fn parse_field_path(path: &str) -> Option<(&str, &str)> {
     Some((map, key))
 }
 
-/// The SidecarSet volumes one sidecar mounts (spec 4.1.5 d).
+/// The SidecarSet volumes one sidecar mounts (upstream `GetInjectedVolumeMountsAndEnvs`).
 fn volumes_used(sc: &SidecarContainer, volumes: &[Volume]) -> Vec<Volume> {
     let mounted: BTreeSet<&str> = sc
         .container
@@ -625,7 +626,7 @@ fn volumes_used(sc: &SidecarContainer, volumes: &[Volume]) -> Vec<Volume> {
         .collect()
 }
 
-/// Spec 4.1.6: a sidecar whose name the Pod already has replaces it in place; the others
+/// Upstream `mergeSidecarContainers`: a sidecar whose name the Pod already has replaces it in place; the others
 /// go before or after the Pod's containers, in the order given.
 fn merge_containers(
     mut origins: Vec<Container>,
@@ -683,7 +684,7 @@ fn add_version_env(c: &mut Container) {
     env.push(field_ref_env(keys::SIDECARSET_VERSION_ALT, alt));
 }
 
-/// Spec 4.1.7 `patchPodMetadata`: Retain adds absent keys, Overwrite sets them,
+/// `patchPodMetadata` (upstream `PatchPodMetadata`): Retain adds absent keys, Overwrite sets them,
 /// MergePatchJson merges (RFC 7386) into the existing JSON value. On error nothing of the
 /// failing entry is applied.
 pub fn patch_pod_metadata(

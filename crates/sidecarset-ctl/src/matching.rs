@@ -1,4 +1,5 @@
-//! Which SidecarSets a Pod falls under (spec 4.1.3, 4.2.2), and the facts about a Pod the
+//! Which SidecarSets a Pod falls under (`openkruise/kruise v1.9.0
+//! pkg/control/sidecarcontrol/util.go` `PodMatchedSidecarSet`), and the facts about a Pod the
 //! injector and the controller both read from its annotations.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,7 +41,7 @@ pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> b
     kruise_ordering::selector::matches(selector, labels).unwrap_or(false)
 }
 
-/// `namespace` and `namespaceSelector` (spec 4.1.3): whether Pods of `namespace` are in
+/// `namespace` and `namespaceSelector` (upstream `IsSelectorNamespace`): whether Pods of `namespace` are in
 /// the SidecarSet's scope. A namespaceSelector with an unknown namespace is out of scope.
 pub fn in_scope(ss: &SidecarSet, namespace: &str, namespaces: &dyn NamespaceLabels) -> bool {
     if !ss.spec.namespace.is_empty() && ss.spec.namespace != namespace {
@@ -68,7 +69,7 @@ pub fn selects_pod(ss: &SidecarSet, pod: &Pod) -> bool {
         .is_some_and(|s| !is_empty_selector(s) && selects(s, labels(pod)))
 }
 
-/// Spec 4.1.2: Succeeded/Failed or terminating Pods get nothing and are never upgraded.
+/// Upstream `IsActivePod`: Succeeded/Failed or terminating Pods get nothing and are never upgraded.
 pub fn is_active(pod: &Pod) -> bool {
     kruise_ordering::predicates::is_active(pod)
 }
@@ -86,7 +87,7 @@ pub fn canary_base(ss: &SidecarSet) -> Option<&str> {
         .filter(|b| !b.is_empty())
 }
 
-/// Spec 4.1.3: whether a new Pod gets this SidecarSet's sidecars.
+/// Whether a new Pod gets this SidecarSet's sidecars.
 pub fn injects_into(ss: &SidecarSet, pod: &Pod, namespaces: &dyn NamespaceLabels) -> bool {
     !ss.spec.injection_strategy.paused
         && in_scope(ss, pod_namespace(pod), namespaces)
@@ -131,7 +132,7 @@ pub fn sidecar_names_in_pod(ss: &SidecarSet) -> BTreeSet<String> {
     ss.spec.containers.iter().flat_map(names_in_pod).collect()
 }
 
-/// Spec 4.2.2: the Pods the controller counts and upgrades.
+/// The Pods the controller counts and upgrades.
 pub fn is_matched(ss: &SidecarSet, pod: &Pod, namespaces: &dyn NamespaceLabels) -> bool {
     if !is_active(pod)
         || !in_scope(ss, pod_namespace(pod), namespaces)

@@ -22,7 +22,7 @@ use crate::matching;
 use crate::plan::{World, plan};
 use crate::revisions;
 
-/// Spec 4.3.2: how soon to look again while our own Pod writes are not in the cache.
+/// How soon to look again while our own Pod writes are not in the cache.
 const EXPECTATION_POLL: Duration = Duration::from_secs(1);
 /// How soon to look again while the webhook configuration does not cover a new spec.
 const COVERAGE_POLL: Duration = Duration::from_millis(200);

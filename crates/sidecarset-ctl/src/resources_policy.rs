@@ -1,4 +1,5 @@
-//! `resourcesPolicy` (spec 1, upstream v1.8): a sidecar's resources derived at injection
+//! `resourcesPolicy` (upstream since v1.8; `openkruise/kruise v1.9.0
+//! pkg/webhook/pod/mutating/sidecarset_resources.go` `applyResourcesPolicy`): a sidecar's resources derived at injection
 //! from the app containers it serves, e.g. `limits.cpu: max(cpu*50%, 50m)`.
 //!
 //! Target containers are the Pod's own containers (and native-sidecar init containers,

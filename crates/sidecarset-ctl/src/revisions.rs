@@ -1,4 +1,5 @@
-//! ControllerRevisions of SidecarSets (spec 4.2.1): one per distinct injectable spec, in
+//! ControllerRevisions of SidecarSets (as `openkruise/kruise v1.9.0
+//! pkg/control/sidecarcontrol/history_control.go` makes them): one per distinct injectable spec, in
 //! the manager namespace (the watch namespace for a namespace-scoped install), labelled
 //! `kruise.io/sidecarset-name` and annotated with both hashes, owned by the SidecarSet so
 //! they go with it. They let `injectionStrategy.revision` inject an older spec and give

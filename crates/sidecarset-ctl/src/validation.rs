@@ -1,9 +1,10 @@
-//! SidecarSet validation (spec 3), as the validating webhook runs it. Every message names
+//! SidecarSet validation (`openkruise/kruise v1.9.0
+//! pkg/webhook/sidecarset/validating/sidecarset_create_update_handler.go`), as the validating webhook runs it. Every message names
 //! the field, the way the apiserver prints field errors
 //! (`spec.selector: Required value: no selector defined for SidecarSet`).
 //!
 //! Enum-valued fields are checked on the raw JSON first: the typed decode would otherwise
-//! reject them with a serde message instead of the spec's.
+//! reject them with a serde message instead of upstream's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -219,7 +220,7 @@ fn validate_selector(path: &str, s: &LabelSelector, errors: &mut Vec<FieldError>
     }
 }
 
-/// Spec 3, rules 1–11. `old` is the stored object on UPDATE.
+/// Every rule of upstream `validateSidecarSet`. `old` is the stored object on UPDATE.
 pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let spec = &ss.spec;

@@ -1,9 +1,11 @@
 //! Admission served by `sidecarset-ctl` on the shared webhook server:
 //!
-//! - **Pod injection** (`/mutate-pod-sidecarset`, pods CREATE only): spec 4.1.
+//! - **Pod injection** (`/mutate-pod-sidecarset`, pods CREATE only): see
+//!   [`crate::inject`].
 //! - **SidecarSet defaulting** (`/mutate-apps-kruise-io-v1alpha1-sidecarset`): core
 //!   container defaults and the two hash annotations.
-//! - **SidecarSet validation** (`/validate-apps-kruise-io-v1alpha1-sidecarset`): spec 3.
+//! - **SidecarSet validation** (`/validate-apps-kruise-io-v1alpha1-sidecarset`): see
+//!   [`crate::validation`].
 //!
 //! Every webhook uses `failurePolicy: Fail`. For SidecarSets that only blocks SidecarSet
 //! changes while the controller is down. For Pods it means a Pod that should get a
@@ -134,7 +136,7 @@ async fn await_admitted_sidecarsets(ctx: &Context, req: &AdmissionRequest<Dynami
     }
 }
 
-/// Pod CREATE: inject the chosen SidecarSets (spec 4.1).
+/// Pod CREATE: inject the chosen SidecarSets.
 pub fn mutate_pod(
     ctx: &Context,
     req: AdmissionRequest<DynamicObject>,
@@ -331,7 +333,7 @@ pub fn defaulted_with_hashes(raw: &Value, old: Option<&Value>) -> Value {
     defaulted
 }
 
-/// SidecarSet CREATE/UPDATE: spec 3.
+/// SidecarSet CREATE/UPDATE: [`crate::validation::validate`].
 async fn validate_sidecarset(
     ctx: &Context,
     req: AdmissionRequest<DynamicObject>,

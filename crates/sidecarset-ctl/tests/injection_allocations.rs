@@ -1,7 +1,8 @@
 //! Handler-only cost of one Pod injection review, measured the way the webhook server
-//! runs it: the AdmissionReview body (the seeds' test-pod, as the apiserver sends it:
+//! runs it: the AdmissionReview body (a `test-pod` like upstream's fixture in
+//! `openkruise/kruise v1.9.0 pkg/webhook/pod/mutating/sidecarset_test.go`, as the apiserver sends it:
 //! defaulted, with the service-account volume) is parsed, the review decided by
-//! [`sidecarset_ctl::webhook::review_pod`] against the seed SidecarSet, and the answer
+//! [`sidecarset_ctl::webhook::review_pod`] against a `test-sidecarset` like upstream's, and the answer
 //! serialized. A counting global allocator (stats_alloc: no unsafe code here) counts
 //! allocations per review; wall time per review is averaged over many runs.
 //!
@@ -59,7 +60,7 @@ fn seed_sidecarset() -> SidecarSet {
     serde_json::from_value(defaulted).unwrap()
 }
 
-/// The review body the apiserver sends for the seeds' test-pod.
+/// The review body the apiserver sends for `test-pod`.
 fn review_body() -> Vec<u8> {
     serde_json::to_vec(&json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",

@@ -1,7 +1,8 @@
 //! The pure part of a reconcile: from one SidecarSet and its matched Pods to the status
 //! and the Pod writes of this round. No client, no clock, no randomness.
 //!
-//! Order of a round (spec 4.2–4.3):
+//! Order of a round (as `openkruise/kruise v1.9.0 pkg/controller/sidecarset/sidecarset_processor.go`
+//! `UpdateSidecarSet`):
 //! 1. status from the Pods;
 //! 2. hot-upgrade resets of Pods whose new twin has taken over — while any Pod waits
 //!    for one, nothing else happens;
@@ -39,7 +40,7 @@ pub struct World<'a> {
     /// `status.latestRevision` to record in upgraded Pods.
     pub latest_revision: &'a str,
     pub collision_count: i32,
-    /// The matched Pods (spec 4.2.2).
+    /// The matched Pods (see [`crate::matching::is_matched`]).
     pub pods: Vec<&'a Pod>,
     pub now: Timestamp,
 }
@@ -152,7 +153,7 @@ pub fn plan<'a>(w: &World<'a>) -> Plan<'a> {
     plan
 }
 
-/// Spec 4.2.3.
+/// The status counts (upstream `calculateStatus`).
 pub fn status(w: &World) -> SidecarSetStatus {
     let (mut updated, mut ready, mut updated_ready) = (0, 0, 0);
     for pod in &w.pods {
@@ -198,7 +199,7 @@ pub fn expand_scatter(terms: &[UpdateScatterTerm], pods: &[&Pod]) -> Vec<UpdateS
     out
 }
 
-/// Spec 4.3.5: partition keeps the last `P` candidates; a not-ready candidate is always
+/// Upstream `calculateUpgradeCount` (`pkg/controller/sidecarset/sidecarset_strategy.go`): partition keeps the last `P` candidates; a not-ready candidate is always
 /// taken and costs nothing; a ready one only while fewer than maxUnavailable updated Pods
 /// are unavailable, each adding one.
 pub fn budget<'a>(w: &World<'a>, candidates: &[&'a Pod]) -> Vec<&'a Pod> {
@@ -246,7 +247,8 @@ fn annotations(pod: &Pod) -> BTreeMap<String, String> {
     pod.metadata.annotations.clone().unwrap_or_default()
 }
 
-/// The writes of one in-place upgrade (spec 4.3.6, 4.3.8 "Upgrade").
+/// The writes of one in-place upgrade (upstream `updatePodSidecarContainer`; for hot upgrade
+/// the twin on the empty image gets the new one).
 #[allow(
     clippy::expect_used,
     reason = "serde_json serializes maps with string keys without fail"
@@ -308,7 +310,7 @@ fn upgrade<'a>(w: &World<'a>, pod: &'a Pod) -> PodWrite<'a> {
     }
 }
 
-/// Spec 4.3.8 "Reset": the old twin to the empty image, its versions to 0.
+/// Hot-upgrade reset (upstream `flipPodSidecarContainerDo`): the old twin to the empty image, its versions to 0.
 fn reset<'a>(w: &World<'a>, pod: &'a Pod) -> PodWrite<'a> {
     let ss = w.ss;
     let images_now = pods::spec_images(pod);

@@ -1,5 +1,5 @@
-//! What the controller reads off one Pod about one SidecarSet (spec 4.2.3, 4.2.4,
-//! 4.3.3): updated, upgradable, consistent, ready.
+//! What the controller reads off one Pod about one SidecarSet (upstream:
+//! `openkruise/kruise v1.9.0 pkg/control/sidecarcontrol/sidecarset_control.go`): updated, upgradable, consistent, ready.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,7 +52,7 @@ fn digest_of(s: &str) -> &str {
     s.rsplit_once('@').map(|(_, d)| d).unwrap_or(s)
 }
 
-/// Spec 4.2.4: the kubelet runs what the spec says for `containers` (default: every
+/// Upstream `IsPodStateConsistent`: the kubelet runs what the spec says for `containers` (default: every
 /// container this SidecarSet has in the Pod).
 pub fn is_consistent(ss: &SidecarSet, pod: &Pod, containers: Option<&BTreeSet<String>>) -> bool {
     let spec_count = pod.spec.as_ref().map(|s| s.containers.len()).unwrap_or(0);
@@ -112,7 +112,7 @@ pub fn is_running_and_ready(pod: &Pod) -> bool {
     kruise_ordering::predicates::is_running_and_ready(pod)
 }
 
-/// Spec 4.2.3 `readyPods`: running and ready, and every hot-upgrade sidecar's idle twin
+/// `readyPods` (upstream `IsPodReady`): running and ready, and every hot-upgrade sidecar's idle twin
 /// runs exactly the empty image.
 pub fn is_ready(ss: &SidecarSet, pod: &Pod) -> bool {
     let images = spec_images(pod);
@@ -136,7 +136,7 @@ fn container_ready(pod: &Pod, name: &str) -> bool {
         .is_some_and(|c| c.ready)
 }
 
-/// Spec 4.3.3: a sidecar that is ready but not consistent is mid-upgrade: leave the Pod
+/// Upstream `IsSidecarSetUpgradable`: a sidecar that is ready but not consistent is mid-upgrade: leave the Pod
 /// alone this round.
 pub fn is_mid_upgrade(ss: &SidecarSet, pod: &Pod) -> bool {
     matching::sidecar_names_in_pod(ss).into_iter().any(|n| {
@@ -144,7 +144,7 @@ pub fn is_mid_upgrade(ss: &SidecarSet, pod: &Pod) -> bool {
     })
 }
 
-/// Hot upgrade (spec 4.3.8): which twin gets the new image. The one on the empty image;
+/// Hot upgrade (upstream `findContainerToHotUpgrade`, `pkg/control/sidecarcontrol/util_hotupgrade.go`): which twin gets the new image. The one on the empty image;
 /// if neither, the not-ready one; if both are ready, the one not working. Returns
 /// (to upgrade, the other).
 pub fn twin_to_upgrade(ss: &SidecarSet, sc: &SidecarContainer, pod: &Pod) -> (String, String) {
@@ -194,7 +194,8 @@ pub fn idle_twins(ss: &SidecarSet, pod: &Pod) -> BTreeSet<String> {
         .collect()
 }
 
-/// Spec 4.3.8 reset condition: the new twins run what the spec says and every non-idle
+/// Hot-upgrade reset condition (upstream `isHotUpgradingReady`,
+/// `pkg/controller/sidecarset/sidecarset_hotupgrade.go`): the new twins run what the spec says and every non-idle
 /// container is ready (or the whole Pod is Running and Ready). The postStart migration
 /// hook holds the new twin not-started until it finishes, so this is "migration done".
 pub fn is_ready_for_reset(ss: &SidecarSet, pod: &Pod) -> bool {
