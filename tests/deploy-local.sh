@@ -84,7 +84,7 @@ rel=$(realpath --relative-to="$dir" "$root/kustomize")
   echo "kind: Kustomization"
   echo "resources: [$rel/overlays/$overlay]"
   # The agent's reads: the local apiserver sends them to an authorizer on the host
-  # (imagepulljob-ctl of `make up`, README "Node-scoped reads for the node agent"), which a
+  # (imagepulljob-ctl of `make up`, docs/imagepulljob.md "Node-scoped reads for the node agent"), which a
   # deployment in Pods does not serve; so RBAC grants them, as on an apiserver without it.
   if [[ " ${bins[*]} " == *" daemon-agent "* ]]; then
     echo "components: [$rel/components/real-node, $rel/components/daemon-agent-cluster-reads]"
@@ -114,7 +114,7 @@ PATCH
 } >"$dir/kustomization.yaml"
 
 log "applying $dir"
-# Client-side, as the README says: server-side would reset the matchConditions the
+# Client-side, as docs/kustomize.md says: server-side would reset the matchConditions the
 # SidecarSet controller maintains on its Pod webhook.
 # (CRDs the e2e harness installed server-side lack client-side apply's annotation: kubectl's
 # own notice, not a problem.)

@@ -18,7 +18,7 @@ case "${1:-apply}" in
     done
     $kubectl apply -n default "${dry[@]}" "${files[@]}"
     $kubectl apply -n default "${dry[@]}" -f "$root/examples/containerrecreaterequest.yaml" ||
-      echo "examples.sh: ContainerRecreateRequest xxx not admitted (see README, ContainerRecreateRequest)" >&2 ;;
+      echo "examples.sh: ContainerRecreateRequest xxx not admitted (see docs/containerrecreaterequest.md)" >&2 ;;
   *)
     echo "usage: $0 apply|check" >&2; exit 2 ;;
 esac

@@ -3,7 +3,7 @@
 # prometheus/cmd/prometheus at a pinned version, from the Go module proxy (checked against
 # the checksum database), with only the Kubernetes service discovery compiled in
 # (`remove_all_sd,enable_kubernetes_sd`). Debian's prometheus (2.42) is built without
-# kubernetes_sd_configs, which the README's scrape config and the deployed-controller test
+# kubernetes_sd_configs, which docs/kustomize.md's scrape config and the deployed-controller test
 # use. About 2 minutes on 2 cores, cached under $KRUISE_CACHE in prometheus-<hash>/.
 #
 # Prints the binary's path on stdout (last line); progress goes to stderr.

@@ -145,7 +145,7 @@ make_webhook_cert() { # binary
 }
 
 # The node agent's ServiceAccount, whose reads its authorizer judges (imagepulljob-ctl's
-# src/authz.rs; README "Node-scoped reads" has this configuration for a real cluster).
+# src/authz.rs; docs/imagepulljob.md "Node-scoped reads for the node agent" has this configuration for a real cluster).
 agent_user=system:serviceaccount:kruise-daemon-config:daemon-agent
 
 # --authorization-config: Node and RBAC as --authorization-mode Node,RBAC had them, then

@@ -83,8 +83,8 @@ all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansi
 # ContainerRecreateRequest specs recreate containers through the CRI of the Pod's node
 # (crr-ctl refuses a request for a Pod on a kwok node: no containerID), the
 # ImagePullJob/ImageListPullJob specs wait for every node's NodeImage to report the
-# pull. They are not part of `all`; run by name they say what is missing (README
-# "Conformance": what blocks each spec).
+# pull. They are not part of `all`; run by name they say what is missing (docs/conformance.md:
+# what blocks each spec).
 daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob)
 
 # Several suites may be named at once (one controller start for all of them).

@@ -466,7 +466,7 @@ fn validate_template(template: &Value, errors: &mut Vec<FieldError>) {
 
 // ---------------------------------------------------------------- routes
 
-/// The webhook routes served by `cloneset-ctl`. Deletion protection (README.md, and
+/// The webhook routes served by `cloneset-ctl`. Deletion protection (docs/deletion-protection.md, and
 /// openkruise/kruise v1.9.0 pkg/webhook/util/deletionprotection/deletion_protection.go) is not
 /// here: `protection-ctl` owns every DELETE of a protected object, CloneSets included. `client`
 /// reads Pods while `pods` is still listing (`None`: the cache alone).

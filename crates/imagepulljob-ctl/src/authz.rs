@@ -1,5 +1,5 @@
 //! Node-scoped reads for the node agent: the authorization webhook the apiserver asks
-//! about the agent's reads (README, "Node-scoped reads").
+//! about the agent's reads (docs/imagepulljob.md, "Node-scoped reads for the node agent").
 //!
 //! One ServiceAccount serves every node's agent, and RBAC cannot tie a request to the
 //! node its Pod runs on, so RBAC grants the agent no reads of NodeImages,

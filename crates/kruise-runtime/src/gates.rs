@@ -32,7 +32,7 @@ gates! {
     WORKLOAD_SPREAD = "WorkloadSpread" => true,
     POD_UNAVAILABLE_BUDGET_DELETE_GATE = "PodUnavailableBudgetDeleteGate" => true,
     // On here, off upstream (Alpha): update protection is part of what a PUB promises
-    // here (README, PodUnavailableBudget; docs/feature-gates.md).
+    // here (docs/podunavailablebudget.md; docs/feature-gates.md).
     POD_UNAVAILABLE_BUDGET_UPDATE_GATE = "PodUnavailableBudgetUpdateGate" => true,
     TEMPLATE_NO_DEFAULTS = "TemplateNoDefaults" => false,
     IN_PLACE_UPDATE_ENV_FROM_METADATA = "InPlaceUpdateEnvFromMetadata" => true,

@@ -1,4 +1,4 @@
-//! Container launch priority (README.md "Container launch priority"; openkruise/kruise v1.9.0
+//! Container launch priority (docs/container-launch-priority.md; openkruise/kruise v1.9.0
 //! pkg/controller/containerlaunchpriority and
 //! pkg/webhook/pod/mutating/container_launch_priority_initialization.go): a Pod whose containers
 //! must start in an order (annotation `apps.kruise.io/container-launch-priority: Ordered`, or a

@@ -1,4 +1,4 @@
-//! Resource deletion protection (README.md "Resource deletion protection"; openkruise/kruise v1.9.0
+//! Resource deletion protection (docs/deletion-protection.md; openkruise/kruise v1.9.0
 //! pkg/webhook/util/deletionprotection/deletion_protection.go; gate `ResourcesDeletionProtection`,
 //! docs/feature-gates.md): a DELETE of a Namespace, CRD, workload, Service or Ingress labelled
 //! `policy.kruise.io/delete-protection: Always` is refused, and one labelled `Cascading` while it

@@ -6,7 +6,7 @@
 //!   apiserver's authorization chain (tests/cluster/cluster.sh: Node, RBAC, then
 //!   imagepulljob-ctl's authorizer for the agent's reads) allows a list or watch whose
 //!   selector pins its node and a get of its node's objects, and refuses the rest
-//!   (README "Node-scoped reads");
+//!   (docs/imagepulljob.md "Node-scoped reads for the node agent");
 //! - writes the status of its own node's NodeImage only (own-nodeimage-policy.yaml; the
 //!   requests' own-crr-policy.yaml is tested in crr.rs, where crr-ctl stamps them).
 //!

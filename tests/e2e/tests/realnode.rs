@@ -718,7 +718,7 @@ spec:
     assert_eq!(seen.len(), 16, "Pods seen: {seen:?}");
 
     // Prometheus finds the replicas by their annotations (kubernetes_sd, role pod: the
-    // scrape config README "Deploy to a cluster" gives) and scrapes them on their Pod IPs:
+    // scrape config docs/kustomize.md gives) and scrapes them on their Pod IPs:
     // both up, and the new leader's Pod creations of the rollout counted.
     let scratch = crate::deploy::Scratch::new(&ns.name);
     let prometheus = crate::deploy::Prometheus::start_with(
