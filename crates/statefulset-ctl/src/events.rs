@@ -20,7 +20,8 @@ pub use kruise_api::keys::{
     EVENT_FAILED_UPDATE_POD_IN_PLACE, EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
 };
 
-/// Condition types of the set's status (spec 4.4.3).
+/// Condition types of the set's status (upstream `processReplica` in `openkruise/kruise
+/// v1.9.0 pkg/controller/statefulset/stateful_set_control.go`).
 pub const CONDITION_FAILED_CREATE_POD: &str = "FailedCreatePod";
 pub const CONDITION_FAILED_UPDATE_POD: &str = "FailedUpdatePod";
 
@@ -62,12 +63,12 @@ impl PodMessages for StatefulSetMessages {
     }
 }
 
-/// The status condition message of a failed Pod creation (spec 4.4.3).
+/// The status condition message of a failed Pod creation (upstream's wording).
 pub fn failed_create_condition(err: &str) -> String {
     format!("StatefulPodControl failed to create Pod error: {err}")
 }
 
-/// The status condition message of a failed Pod update (spec 4.4.3).
+/// The status condition message of a failed Pod update (upstream's wording).
 pub fn failed_update_condition(err: &str) -> String {
     format!("StatefulPodControl failed to update Pod error: {err}")
 }

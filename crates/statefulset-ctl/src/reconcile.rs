@@ -156,7 +156,7 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
         kruise_runtime::apply_status(&api, sts, &next, CONTROLLER_NAME).await?;
     }
     if ctx.options.predownload {
-        // Spec 4.3.9: the rollout's ImagePullJobs, created once and removed when it is done.
+        // Image pre-download: the rollout's ImagePullJobs, created once and removed when it is done.
         let workload = predownload::Workload {
             reference: &owner,
             uid: &uid,
@@ -253,7 +253,7 @@ fn claims_of(ctx: &Context, sts: &StatefulSet, ns: &str) -> Vec<Arc<PersistentVo
         .collect()
 }
 
-/// The StorageClasses, read only when this set may resize its claims (spec 4.3.10: a
+/// The StorageClasses, read only when this set may resize its claims (a
 /// claim is only resized if its class allows volume expansion).
 async fn storage_classes(ctx: &Context, sts: &StatefulSet) -> Result<Vec<StorageClass>> {
     if !ctx.options.auto_resize_pvc

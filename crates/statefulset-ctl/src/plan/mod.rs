@@ -2,7 +2,8 @@
 //! and revisions and the time, decide what to do this round. No client, no clock, no
 //! randomness. Most tests live here.
 //!
-//! A round ([`plan`]) is, as upstream and CloneSet (spec 4.3.1):
+//! A round ([`plan`]) is, as upstream (`updateStatefulSet` in `openkruise/kruise v1.9.0
+//! pkg/controller/statefulset/stateful_set_control.go`) and CloneSet:
 //! 1. [`scale::plan_scale`]: settle Pods held in `PreparingDelete`, create missing live
 //!    Pods, recreate failed ones, enforce PVC retention and delete condemned Pods;
 //! 2. [`update::refresh_pods`]: continue in-place updates and lifecycle transitions and
@@ -12,7 +13,7 @@
 //!    invalidated.
 //!
 //! A Pod's place in the set comes from [`ordinals::Replicas`]: one slot per live
-//! ordinal (spec 4.1.1) and the condemned Pods. [`status::compute_status`] derives the
+//! ordinal and the condemned Pods. [`status::compute_status`] derives the
 //! status and [`predownload::plan_predownload`] the image pre-download of a rollout.
 
 pub mod ordinals;
@@ -125,7 +126,7 @@ impl<'a> World<'a> {
         revision::revision_of(&self.revisions, pod)
     }
 
-    /// The live ordinals (spec 4.1.1), honouring `ordinals.start` only under its gate.
+    /// The live ordinals, honouring `ordinals.start` only under its gate.
     pub fn live_ordinals(&self) -> Vec<i32> {
         live_ordinals(self.sts, &self.options)
     }

@@ -1,4 +1,5 @@
-//! Spec 4.1.1–4.1.2: which ordinals are live, and where each Pod stands.
+//! Which ordinals (upstream `getStatefulSetReplicasRange`, `openkruise/kruise v1.9.0
+//! pkg/controller/statefulset/stateful_set_utils.go`) are live, and where each Pod stands.
 
 use kruise_api::apps_v1beta1::{StatefulSet, StatefulSetSpec};
 use kruise_api::pod::Pod;
@@ -33,7 +34,7 @@ pub fn ordinal_of(set: &str, pod: &str) -> Option<i32> {
     (ordinal >= 0 && pod_name_for(set, ordinal) == pod).then_some(ordinal)
 }
 
-/// Spec 4.1.1: the orphans among `candidates` the set adopts: Pods named for one of its
+/// The orphans among `candidates` the set adopts: Pods named for one of its
 /// live ordinals, in its namespace, matching its selector, with no controller and not
 /// being deleted (a Pod whose ownerReference was removed, or one created before the
 /// set). A Pod another controller owns is left alone.
@@ -69,8 +70,8 @@ pub fn orphans_to_adopt<'a>(
 /// One live ordinal and its Pod, if it exists.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot<'a> {
-    /// Position among the live ordinals: what `partition` counts (spec 7: partition
-    /// counts Pods, not ordinals).
+    /// Position among the live ordinals: what `partition` counts (partition counts
+    /// Pods, not ordinals, so reserved ordinals do not shift it).
     pub index: usize,
     pub ordinal: i32,
     pub pod: Option<&'a Pod>,
@@ -197,7 +198,7 @@ mod tests {
 
     #[test]
     fn reserved_ordinals_are_skipped_and_their_pods_condemned() {
-        // Scenario 10: replicas 4, reserveOrdinals [1] -> [0,2,3,4].
+        // replicas 4, reserveOrdinals [1] -> [0,2,3,4].
         let mut f = Fixture::new(4);
         f.sts.spec.reserve_ordinals = vec![IntOrString::Int(1)];
         assert_eq!(f.world().live_ordinals(), [0, 2, 3, 4]);

@@ -1,4 +1,4 @@
-//! Spec 4.1: building a new Pod and its PVCs, and the PVC retention policy expressed
+//! Building a new Pod and its PVCs, and the PVC retention policy expressed
 //! through ownerReferences.
 
 use jiff::Timestamp;
@@ -54,7 +54,8 @@ fn pod_reference(pod: &Pod) -> OwnerReference {
     }
 }
 
-/// The Pod for `ordinal` at `revision` (spec 4.1.1, 4.1.5): the revision's template
+/// The Pod for `ordinal` at `revision` (upstream `newVersionedStatefulSetPod`,
+/// `openkruise/kruise v1.9.0 pkg/controller/statefulset/stateful_set_utils.go`): the revision's template
 /// (the set's own if the revision holds none), identity, claim volumes, the
 /// `KruisePodReady` gate lifecycle hooks need (upstream's Pod webhook adds it to every
 /// Pod of a Kruise workload), and lifecycle state `Normal`, or `PreparingNormal` while a
@@ -130,7 +131,7 @@ pub fn new_pod(
     pod
 }
 
-/// The PVCs of the Pod at `ordinal`, one per claim template (spec 4.1.3): labels of the
+/// The PVCs of the Pod at `ordinal`, one per claim template (upstream `getPersistentVolumeClaims`): labels of the
 /// template plus `selector.matchLabels`, and the set as owner when
 /// `whenDeleted: Delete` (so they go with the set).
 pub fn claims_for(sts: &StatefulSet, ordinal: i32) -> Vec<PersistentVolumeClaim> {

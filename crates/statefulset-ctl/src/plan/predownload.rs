@@ -1,6 +1,7 @@
-//! Spec 4.3.9, gate `PreDownloadImageForInPlaceUpdate`: before Pods are updated in
+//! Gate `PreDownloadImageForInPlaceUpdate` (upstream `openkruise/kruise v1.9.0
+//! pkg/controller/statefulset/statefulset_predownload_image.go`): before Pods are updated in
 //! place, an ImagePullJob per changed image pre-pulls it on the nodes of the Pods still
-//! at the old revision, as CloneSet does (CloneSet §4.9). The decision is
+//! at the old revision, as CloneSet does. The decision is
 //! `kruise_workload::predownload`'s; this maps the set into it.
 
 use kruise_api::apps_v1beta1::{PodUpdateStrategyType, StatefulSetUpdateStrategyType};

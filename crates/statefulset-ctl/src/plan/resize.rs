@@ -1,4 +1,4 @@
-//! Spec 4.3.10: PVC resize on rolling update (gate `StatefulSetAutoResizePVCGate`,
+//! PVC resize on rolling update (gate `StatefulSetAutoResizePVCGate`,
 //! `volumeClaimUpdateStrategy.type: OnPodRollingUpdate`), as upstream
 //! `statefulset_resize_pvc.go` and `pkg/util/pvc`:
 //!

@@ -1,4 +1,4 @@
-//! Spec 4.3.10: PVC resize on rolling update, status.volumeClaims.
+//! PVC resize on rolling update, status.volumeClaims.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Spec 4.2: creating, recreating and deleting Pods so the live ordinals have Pods and
+//! Creating, recreating and deleting Pods so the live ordinals have Pods and
 //! the condemned ones have none.
 //!
 //! `OrderedReady` (monotonic) walks the live ordinals ascending and stops at the first
@@ -60,7 +60,7 @@ enum Walk {
     Halted,
 }
 
-/// Spec 4.2.4: `scaleStrategy.maxUnavailable` scaled on replicas rounding down, at
+/// Upstream `getScaleMaxUnavailable`: `scaleStrategy.maxUnavailable` scaled on replicas rounding down, at
 /// least 1; `None` (unlimited) when unset.
 pub fn scale_budget(world: &World) -> Result<Option<i32>, NotAPercentage> {
     world
@@ -75,7 +75,8 @@ pub fn scale_budget(world: &World) -> Result<Option<i32>, NotAPercentage> {
 
 /// Pods in `PreparingDelete`. A live Pod nothing wants gone any more (scaled
 /// back up, not specified for deletion, not due for a recreate) returns to service when
-/// the hooks allow it (CloneSet §4.5 step 1); any other whose preDelete hook has let go
+/// the hooks allow it (as upstream CloneSet's `managePreparingDelete`,
+/// `openkruise/kruise v1.9.0 pkg/controller/cloneset/sync/cloneset_scale.go`); any other whose preDelete hook has let go
 /// is deleted.
 fn settle_preparing_delete<'a>(world: &World<'a>, replicas: &Replicas<'a>, plan: &mut Plan<'a>) {
     let lifecycle = world.lifecycle();
@@ -256,14 +257,14 @@ fn scale_in<'a>(
     }
 }
 
-/// Deleting a Pod (spec 4.2.5): a preDelete hook that holds it moves it to
+/// Deleting a Pod: a preDelete hook that holds it moves it to
 /// `PreparingDelete` first and keeps it there (`None`) until the hook lets go. The
 /// set's PVCs are never deleted with a Pod; the retention policy works through owners.
 pub fn delete_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Option<Action<'a>> {
     kruise_workload::update::delete_or_hold(pod, world.lifecycle(), world.now)
 }
 
-/// Spec 4.1.6: the revision each live slot's Pod would be created at (indexed like
+/// Upstream `isCurrentRevisionNeeded`: the revision each live slot's Pod would be created at (indexed like
 /// `replicas.live`).
 pub fn new_pod_revisions<'a>(
     world: &World<'a>,
@@ -399,7 +400,7 @@ mod tests {
 
     #[test]
     fn scale_budget_limits_parallel_creation() {
-        // Spec 7: 0 -> 5 with scaleStrategy.maxUnavailable 2 creates exactly 2.
+        // 0 -> 5 with scaleStrategy.maxUnavailable 2 creates exactly 2.
         let mut f = Fixture::new(5);
         budget(&mut f, IntOrString::Int(2));
         assert_eq!(summary(&scale(&f)), ["create web-0", "create web-1"]);
@@ -412,7 +413,7 @@ mod tests {
 
     #[test]
     fn percent_scale_budget_rounds_down_with_a_minimum_of_one() {
-        // Scenario 11: 10% of 100 -> 10 Pods at first.
+        // 10% of 100 -> 10 Pods at first.
         let mut f = Fixture::new(100);
         budget(&mut f, IntOrString::String("10%".into()));
         assert_eq!(scale(&f).actions.len(), 10);
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn reserving_an_ordinal_deletes_its_pod_and_creates_the_next_free_one() {
-        // Scenario 10.
+        // replicas 4, reserveOrdinals [1].
         let mut f = Fixture::new(4);
         f.sts.spec.pod_management_policy = Some(PodManagementPolicyType::Parallel);
         f.sts.spec.reserve_ordinals = vec![IntOrString::Int(1)];
@@ -489,7 +490,7 @@ mod tests {
 
     #[test]
     fn changing_the_start_ordinal_moves_the_pods() {
-        // Spec 7: start 0 -> 2 with 3 replicas deletes 0,1 and creates 3,4.
+        // start 0 -> 2 with 3 replicas deletes 0,1 and creates 3,4.
         let mut f = Fixture::new(3);
         f.sts.spec.pod_management_policy = Some(PodManagementPolicyType::Parallel);
         f.options.start_ordinal = true;
@@ -570,7 +571,7 @@ mod tests {
 
     #[test]
     fn when_scaled_delete_hands_claims_to_condemned_pods_before_deleting_them() {
-        // Spec 7: scaling 3 -> 1 with whenScaled: Delete removes the claims of 1 and 2.
+        // Scaling 3 -> 1 with whenScaled: Delete removes the claims of 1 and 2.
         let mut f = Fixture::new(1);
         f.sts.spec.pod_management_policy = Some(PodManagementPolicyType::Parallel);
         f.options.auto_delete_pvc = true;

@@ -1,4 +1,5 @@
-//! Spec 4.4: the set's status from its Pods.
+//! The set's status (upstream `computeReplicaStatus`, `openkruise/kruise v1.9.0
+//! pkg/controller/statefulset/stateful_set_control.go`) from its Pods.
 
 use k8s_openapi::api::apps::v1::StatefulSetCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -54,7 +55,7 @@ pub fn compute_status(
         }
     }
     s.volume_claims = resize::volume_claims_status(world, Replicas::of(world).live_pods());
-    // Spec 4.4.2: the rollout is complete.
+    // The rollout is complete (upstream `completeRollingUpdate`).
     if world.sts.spec.update_strategy.strategy_type()
         == StatefulSetUpdateStrategyType::RollingUpdate
         && s.updated_replicas == s.replicas
@@ -191,7 +192,7 @@ mod tests {
 
     #[test]
     fn rollback_reuses_the_old_revision() {
-        // Spec 7: rolling back to the previous template makes the old revision the
+        // Rolling back to the previous template makes the old revision the
         // update revision again; Pods at it count as updated.
         let mut f = Fixture::new(3);
         rolling(&mut f).partition = Some(1);

@@ -1,5 +1,5 @@
-//! Whole rounds: scaling before updating, refresh alongside scaling, and the scenarios
-//! of spec §6–7 that span both.
+//! Whole rounds: scaling before updating, refresh alongside scaling, and the cases
+//! that span both.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

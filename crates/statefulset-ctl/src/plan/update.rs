@@ -1,4 +1,4 @@
-//! Spec 4.3: refreshing Pods, and the rolling update: which Pods to update this round,
+//! Refreshing Pods, and the rolling update: which Pods to update this round,
 //! in what order, and how (in place or by recreating).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,8 +21,10 @@ use super::{
 /// Every round, on every Pod of the set that scaling left alone (`touched`): continue
 /// in-place updates (grace period, container batches, `InPlaceUpdateReady`), add a
 /// missing `KruisePodReady` condition, restore identity labels, and move lifecycle
-/// states along (CloneSet §4.8). Spec 4.3.1 stops the rolling update when any of this
-/// writes something.
+/// states along (as upstream `refreshPodState`, in `openkruise/kruise v1.9.0
+/// pkg/controller/statefulset/stateful_set_control.go` and CloneSet's
+/// `cloneset_update.go`). The rolling update waits for a round where none of this writes
+/// anything.
 pub fn refresh_pods<'a>(
     world: &World<'a>,
     replicas: &Replicas<'a>,
@@ -54,7 +56,7 @@ pub fn refresh_pods<'a>(
     plan
 }
 
-/// The identity labels (spec 4.1.1) the Pod lacks or has wrong, if any: an adopted Pod
+/// The identity labels (upstream `identityMatches`) the Pod lacks or has wrong, if any: an adopted Pod
 /// or one whose labels were edited.
 fn missing_identity(world: &World, pod: &Pod, ordinal: i32) -> Option<Map<String, Value>> {
     let mut want = vec![(keys::STATEFULSET_POD_NAME, pod_name(pod).to_string())];
@@ -69,7 +71,7 @@ fn missing_identity(world: &World, pod: &Pod, ordinal: i32) -> Option<Map<String
     (!labels.is_empty()).then_some(labels)
 }
 
-/// Spec 4.3.2: `rollingUpdate.maxUnavailable` scaled on replicas rounding down, at
+/// `rollingUpdate.maxUnavailable` scaled on replicas rounding down, at
 /// least 1 (default 1).
 pub fn max_unavailable(world: &World) -> Result<i32, NotAPercentage> {
     let value = world.sts.spec.update_strategy.max_unavailable();
@@ -106,13 +108,13 @@ pub fn plan_update<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
         let Some(pod) = replicas.live[index].pod else {
             continue;
         };
-        // Spec 4.3.10: a Pod whose claims are smaller than the templates is not done.
+        // A Pod whose claims are smaller than the templates is not done.
         let claims_match = !resizing || resize::claims_compatible(world, pod);
         if world.is_update_revision(pod) && claims_match {
             continue;
         }
         let name = pod_name(pod);
-        // Spec 4.3.6: an available Pod may only start once the budget has room.
+        // An available Pod may only start once the budget has room.
         if unavailable.len() >= max_unavailable && !unavailable.contains(name) {
             break;
         }
@@ -154,7 +156,7 @@ pub fn plan_update<'a>(world: &World<'a>, replicas: &Replicas<'a>) -> Plan<'a> {
     plan
 }
 
-/// Spec 4.3.3: the live Pods that count against maxUnavailable: unhealthy (terminating,
+/// The live Pods that count against maxUnavailable: unhealthy (terminating,
 /// lifecycle not Normal, not Running and Ready), mid in-place update, or not yet ready
 /// for `minReadySeconds` (the plan looks again when they will be).
 fn unavailable_pods<'a>(
@@ -183,7 +185,7 @@ fn unavailable_pods<'a>(
         .collect()
 }
 
-/// Spec 4.3.4: Pods labelled `apps.kruise.io/specified-delete` go first, highest
+/// Upstream `handleSpecifiedDeletedPods`: Pods labelled `apps.kruise.io/specified-delete` go first, highest
 /// ordinal down, partition or not; an available one only while the unavailable set has
 /// room. Returns the Pods taken (deleted, held in PreparingDelete, or already going).
 fn specified_deletes<'a>(
@@ -211,7 +213,7 @@ fn specified_deletes<'a>(
     taken
 }
 
-/// Spec 4.3.5: the live indices to walk. Ordered: from the highest down to
+/// The live indices to walk (upstream `sortPodsToUpdate`, `stateful_update_utils.go`). Ordered: from the highest down to
 /// `partition` (counting Pods, not ordinals). Unordered: terminating and updated Pods
 /// first (they use up the `replicas - partition` allowance), then the others by
 /// `priorityStrategy`, highest ordinal first among equals.
@@ -254,7 +256,7 @@ pub fn update_order(world: &World, replicas: &Replicas) -> Vec<usize> {
     first
 }
 
-/// One Pod to the update revision (spec 4.3.7): in place when the policy allows and the
+/// One Pod to the update revision (upstream `inPlaceUpdatePod`): in place when the policy allows and the
 /// revision diff qualifies (through the `inPlaceUpdate` hook as CloneSet), otherwise
 /// deleted (through the `preDelete` hook) so scaling recreates it at the update
 /// revision. `None` when a hook holds the Pod.
@@ -323,7 +325,7 @@ mod tests {
 
     #[test]
     fn parallel_update_takes_max_unavailable_pods_from_the_top() {
-        // Scenario 3: web, 5 replicas, maxUnavailable 3 -> web-4, 3, 2 at once.
+        // web, 5 replicas, maxUnavailable 3 -> web-4, 3, 2 at once.
         let mut f = Fixture::new(5);
         parallel(&mut f, 3);
         f.add_pods(&[0, 1, 2, 3, 4], Rev::Current, Ready::Yes);
@@ -342,7 +344,7 @@ mod tests {
 
     #[test]
     fn partition_limits_the_update_to_the_pods_above_it() {
-        // Scenario 4: partition 4 -> only web-4, even with maxUnavailable 3.
+        // partition 4 -> only web-4, even with maxUnavailable 3.
         let mut f = Fixture::new(5);
         parallel(&mut f, 3);
         rolling(&mut f).partition = Some(4);
@@ -359,7 +361,7 @@ mod tests {
 
     #[test]
     fn default_max_unavailable_updates_one_at_a_time() {
-        // Scenario 5: Parallel without maxUnavailable.
+        // Parallel without maxUnavailable.
         let mut f = Fixture::new(3);
         f.sts.spec.pod_management_policy = Some(PodManagementPolicyType::Parallel);
         f.add_pods(&[0, 1, 2], Rev::Current, Ready::Yes);
@@ -382,7 +384,7 @@ mod tests {
 
     #[test]
     fn partition_with_reserved_ordinals_counts_pods() {
-        // Spec 7: replicas 4, reserve [1], partition 2 -> Pods 4 and 3 update.
+        // replicas 4, reserve [1], partition 2 -> Pods 4 and 3 update.
         let mut f = Fixture::new(4);
         parallel(&mut f, 4);
         f.sts.spec.reserve_ordinals = vec![IntOrString::Int(1)];
@@ -393,7 +395,7 @@ mod tests {
 
     #[test]
     fn unavailable_pods_block_available_ones_but_may_themselves_update() {
-        // Spec 7: 3 unavailable and maxUnavailable 3: no available Pod is touched, an
+        // 3 unavailable and maxUnavailable 3: no available Pod is touched, an
         // outdated unavailable one still is.
         let mut f = Fixture::new(5);
         parallel(&mut f, 3);
@@ -430,7 +432,7 @@ mod tests {
 
     #[test]
     fn specified_deletes_go_first_under_max_unavailable() {
-        // Spec 7: Pods 1,2 unready, 3,4 ready, maxUnavailable 3, all specified: 4, 2, 1
+        // Pods 1,2 unready, 3,4 ready, maxUnavailable 3, all specified: 4, 2, 1
         // are deleted, 3 waits.
         let mut f = Fixture::new(5);
         parallel(&mut f, 3);
@@ -447,7 +449,7 @@ mod tests {
 
     #[test]
     fn specified_delete_ignores_partition_and_the_replacement_keeps_the_old_revision() {
-        // Spec 7: Pod 0 specified with partition 3, maxUnavailable 3, in place: Pod 0 is
+        // Pod 0 specified with partition 3, maxUnavailable 3, in place: Pod 0 is
         // deleted (and recreated at the current revision), 5 and 4 go in place.
         let mut f = Fixture::new(6);
         parallel(&mut f, 3);
@@ -637,7 +639,7 @@ mod tests {
 
     #[test]
     fn rolled_back_preparing_update_pod_goes_back_to_normal() {
-        // Spec 7: a Pod in PreparingUpdate whose set is rolled back to its revision.
+        // A Pod in PreparingUpdate whose set is rolled back to its revision.
         let mut f = Fixture::new(1);
         f.add_pods(&[0], Rev::Update, Ready::Yes);
         f.set_state(0, "PreparingUpdate");

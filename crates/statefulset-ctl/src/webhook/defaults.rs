@@ -1,4 +1,4 @@
-//! Defaulting (spec 3): the `apps/v1` StatefulSet defaults plus the Advanced ones, on the
+//! Defaulting (`openkruise/kruise v1.9.0 apis/apps/defaults/v1beta1.go`): the `apps/v1` StatefulSet defaults plus the Advanced ones, on the
 //! JSON of the object so fields our types do not know survive. The same code serves
 //! `v1alpha1` and `v1beta1` objects (the shapes are identical).
 
@@ -93,7 +93,7 @@ mod tests {
         PodManagementPolicyType, PodUpdateStrategyType, StatefulSet, StatefulSetUpdateStrategyType,
     };
 
-    /// An `apps/v1` manifest with only `apiVersion` changed (scenario 1).
+    /// An `apps/v1` manifest with only `apiVersion` changed (a migration from apps/v1).
     fn migrated() -> Value {
         json!({
             "apiVersion": "apps.kruise.io/v1beta1",

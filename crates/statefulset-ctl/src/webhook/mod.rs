@@ -1,5 +1,6 @@
-//! Advanced StatefulSet admission (spec 3): defaulting (mutating) and validation,
-//! served on the shared webhook server. Deletion protection (spec 3.11) is
+//! Advanced StatefulSet admission (`openkruise/kruise v1.9.0 pkg/webhook/statefulset`): defaulting (mutating) and validation,
+//! served on the shared webhook server. Deletion protection (upstream
+//! `pkg/webhook/util/deletionprotection/deletion_protection.go`) is
 //! `protection-ctl`'s: it owns every DELETE of a protected object.
 //!
 //! One pair of routes serves both versions: the apiserver sends an object in the

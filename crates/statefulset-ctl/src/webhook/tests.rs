@@ -21,7 +21,7 @@ fn base_spec() -> Value {
     })
 }
 
-/// Scenario 2's set: Parallel, replicas 5, maxUnavailable 3.
+/// A set that may update several Pods at once: Parallel, replicas 5, maxUnavailable 3.
 fn parallel_spec() -> Value {
     let mut s = base_spec();
     s["replicas"] = json!(5);
@@ -103,7 +103,7 @@ fn valid_sets_pass() {
 
 #[test]
 fn a_migrated_native_manifest_is_accepted_with_native_defaults() {
-    // Scenario 1: only apiVersion changed.
+    // Migrating from apps/v1: only apiVersion changed.
     let d = with_defaults(&object(base_spec()));
     assert_eq!(d["spec"]["podManagementPolicy"], "OrderedReady");
     assert_eq!(d["spec"]["updateStrategy"]["type"], "RollingUpdate");
@@ -397,7 +397,7 @@ fn max_unavailable_values() {
 
 #[test]
 fn max_unavailable_needs_parallel() {
-    // Scenario 6.
+    // maxUnavailable is only allowed with podManagementPolicy Parallel.
     let spec = with(
         base_spec(),
         "/updateStrategy/rollingUpdate/maxUnavailable",
@@ -436,7 +436,7 @@ fn max_unavailable_needs_parallel() {
         ))
         .is_empty()
     );
-    // Scale budget (scenario 11).
+    // Scale budget (`scaleStrategy.maxUnavailable`).
     assert_eq!(
         check(with(
             base_spec(),
@@ -461,7 +461,7 @@ fn max_unavailable_needs_parallel() {
 
 #[test]
 fn in_place_needs_the_readiness_gate() {
-    // Scenario 7.
+    // In-place update policies need the InPlaceUpdateReady readiness gate.
     for policy in ["InPlaceIfPossible", "InPlaceOnly"] {
         let spec = with(
             parallel_spec(),
@@ -866,7 +866,7 @@ fn configurations_cover_both_versions() {
 }
 
 mod claim_templates {
-    //! Spec 3.10 / 4.3.10: claim template changes under `OnPodRollingUpdate`.
+    //! Claim template changes under `OnPodRollingUpdate`.
 
     use k8s_openapi::api::storage::v1::StorageClass;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

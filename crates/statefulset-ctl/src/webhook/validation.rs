@@ -1,4 +1,4 @@
-//! Validation (spec 3), with upstream's field paths and messages
+//! Validation, with upstream's field paths and messages
 //! (`pkg/webhook/statefulset/validating/statefulset_validation.go`).
 //!
 //! Values are shown the way the apiserver shows them: numbers as is, strings quoted,
@@ -24,7 +24,7 @@ const PERCENT: &str = "a valid percent string must be a numeric string followed 
 const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const PARALLEL_ONLY: &str = "can only work with Parallel PodManagementPolicyType";
 
-/// Spec 3 rules 1–10 as field errors (HTTP 422 when any): the object (CREATE), and on
+/// Upstream's `validateStatefulSet` and `ValidateStatefulSetUpdate` rules as field errors (HTTP 422 when any): the object (CREATE), and on
 /// UPDATE (`old` set) the fields that may not change. `raw_new`/`raw_old` are the same
 /// objects as JSON (enum values are read from there, so a value our types cannot hold
 /// is still reported the upstream way by [`validate_json`]).
@@ -147,7 +147,7 @@ pub fn validate_json(raw_new: &Value, raw_old: Option<&Value>) -> Result<Vec<Fie
     }
 }
 
-/// Spec 3.10, `InPlaceOnly`: on UPDATE the diff of `template.spec` may only replace
+/// `InPlaceOnly` (upstream `validateTemplateInPlaceOnly`): on UPDATE the diff of `template.spec` may only replace
 /// container images. The message upstream answers with (HTTP 422), if not.
 pub fn in_place_only_denied(raw_new: &Value, raw_old: &Value) -> Option<String> {
     let policy = raw_new

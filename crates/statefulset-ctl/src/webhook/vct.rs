@@ -1,4 +1,4 @@
-//! Spec 3.10 / 4.3.10: what an UPDATE may do to `volumeClaimTemplates` when the set
+//! What an UPDATE may do to `volumeClaimTemplates` when the set
 //! resizes its claims (gate `StatefulSetAutoResizePVCGate`, `volumeClaimUpdateStrategy`
 //! `OnPodRollingUpdate`), as upstream `ValidateVolumeClaimTemplateUpdate`: no template
 //! added, removed or renamed; no change of storage class or access modes; a size
