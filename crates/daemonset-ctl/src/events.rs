@@ -18,16 +18,17 @@ pub use kruise_api::keys::{
     EVENT_SUCCESSFUL_UPDATE_POD_IN_PLACE,
 };
 
-/// `SelectingAll`: the selector is empty (spec 4.2.6).
+/// `SelectingAll`: the selector is empty (upstream `syncDaemonSet`).
 pub const SELECTING_ALL_MESSAGE: &str =
     "This DaemonSet is selecting all pods. A non-empty selector is required.";
 
-/// `FailedDaemonPod` (spec 4.2.1).
+/// `FailedDaemonPod` (upstream `podsShouldBeOnNode`).
 pub fn failed_daemon_pod(namespace: &str, pod: &str, node: &str) -> String {
     format!("Found failed daemon pod {namespace}/{pod} on node {node}, will try to kill it")
 }
 
-/// `numUnavailable >= maxUnavailable` (spec 4.4.3, seed 002).
+/// `numUnavailable >= maxUnavailable` (a Warning while an in-place rollout waits on the limit;
+/// see docs/advanced-daemonset.md).
 pub fn num_unavailable(namespace: &str, name: &str, unavailable: i32, max: i32) -> String {
     format!(
         "{namespace}/{name} number of unavailable DaemonSet pods: {unavailable}, is equal to or exceeds allowed maximum: {max}"

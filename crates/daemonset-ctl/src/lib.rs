@@ -38,7 +38,7 @@ pub struct Context {
     pub writer: Writer,
     pub options: Options,
     pub reconciler: Reconciler,
-    /// Per DaemonSet and node, the backoff of failed-Pod deletions (spec 4.2.1).
+    /// Per DaemonSet and node, the backoff of failed-Pod deletions.
     pub failed_backoff: FailedBackoff,
 }
 
@@ -146,7 +146,8 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
     })
 }
 
-/// What of a Node decides where daemon Pods run (spec 4.1.2): its labels and taints.
+/// What of a Node decides where daemon Pods run: its labels and taints (what upstream's
+/// node `Update` handler in `daemonset_event_handler.go` feeds `nodeShouldRunDaemonPod`).
 fn placement_fingerprint(node: &Node) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     node.metadata.labels.hash(&mut h);

@@ -1,4 +1,5 @@
-//! Spec 4.2: one Pod per node that should run it, none elsewhere (every sync, also
+//! One Pod per node (upstream `podsShouldBeOnNode`, `openkruise/kruise v1.9.0
+//! pkg/controller/daemonset/daemonset_controller.go`) that should run it, none elsewhere (every sync, also
 //! while paused or OnDelete).
 
 use std::cmp::Ordering;
@@ -19,12 +20,12 @@ pub struct Decision<'a> {
     pub create_on: Vec<&'a str>,
     pub delete: Vec<&'a Pod>,
     pub warnings: Vec<Warning>,
-    /// When a failed Pod's deletion backoff ends (spec 4.2.1).
+    /// When a failed Pod's deletion backoff ends.
     pub requeue_after: Option<std::time::Duration>,
 }
 
-/// Spec 4.2.1 per node, and the Pods whose node is gone (spec 4.2.1, last sentence;
-/// also bound ones: no kubelet reports for a node that no longer exists).
+/// Upstream `podsShouldBeOnNode` per node, and the Pods whose node is gone (also
+/// bound ones: no kubelet reports for a node that no longer exists).
 pub fn decide<'a>(world: &World<'a>, layout: &Layout<'a>) -> Decision<'a> {
     let mut d = Decision::default();
     let surge = world.surges();
@@ -123,7 +124,7 @@ pub fn oldest_first(a: &Pod, b: &Pod) -> Ordering {
 
 /// The plan of [`decide`]: creations (in node-name order) and deletions, each capped at
 /// `burstReplicas`; with `partition` and the `progressive-create-pod` annotation, at
-/// most `desired − updated − partition` creations (spec 4.2.3).
+/// most `desired − updated − partition` creations (upstream `GetNodesNeedingPods`).
 pub fn plan_manage<'a>(world: &World<'a>, layout: &Layout<'a>) -> Plan<'a> {
     let mut plan = Plan::default();
     let d = decide(world, layout);

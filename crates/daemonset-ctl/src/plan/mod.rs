@@ -61,7 +61,7 @@ pub struct World<'a> {
     pub options: Options,
     pub now: Timestamp,
     /// Nodes whose failed Pod may not be deleted before the given time (the per-node
-    /// backoff the caller keeps: 1 s, doubling, at most 15 min; spec 4.2.1).
+    /// backoff the caller keeps: 1 s, doubling, at most 15 min, as upstream's `failedPodsBackoff`).
     pub failed_backoff: BTreeMap<String, Timestamp>,
 }
 
@@ -164,7 +164,7 @@ impl<'a> World<'a> {
             .map(String::as_str)
     }
 
-    /// Spec 4.3: at the current hash, or at the deprecated template generation.
+    /// At the current hash, or at the deprecated template generation.
     pub fn is_updated(&self, pod: &Pod) -> bool {
         revision::pod_at(pod, self.hash())
             || self.template_generation().is_some_and(|g| {
@@ -177,7 +177,7 @@ impl<'a> World<'a> {
         revision::revision_of(&self.revisions, pod)
     }
 
-    /// Spec 4.4.1: maxSurge and maxUnavailable on `desired` nodes, rounding up; unset
+    /// Upstream `surgeCount`/`unavailableCount`: maxSurge and maxUnavailable on `desired` nodes, rounding up; unset
     /// both means 0 and 1 (the deprecated `Surging` type: 1 and 0); both 0 with Pods
     /// to run means maxUnavailable 1.
     pub fn surge_and_unavailable(&self, desired: i32) -> Result<(i32, i32), NotAPercentage> {
@@ -217,7 +217,7 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Spec 4.4.2: `partition` as a node count (a percent of `desired`, rounding down).
+    /// `partition` as a node count (a percent of `desired`, rounding down).
     pub fn partition(&self, desired: i32) -> Result<i32, NotAPercentage> {
         let rolling = self.ds.spec.update_strategy.rolling_update.as_ref();
         match rolling.and_then(|r| r.partition.as_ref()) {
@@ -226,7 +226,8 @@ impl<'a> World<'a> {
         }
     }
 
-    /// Spec 4.2.4: `burstReplicas` (a percent of `desired`, rounding down), at least 1.
+    /// `burstReplicas` (upstream `getBurstReplicas`): a percent of `desired` rounding
+    /// down, at least 1.
     pub fn burst(&self, desired: i32) -> i32 {
         intstr::scaled_value(&self.ds.spec.burst_replicas(), desired, Rounding::Down)
             .unwrap_or(kruise_api::apps_v1alpha1::DaemonSetSpec::DEFAULT_BURST_REPLICAS)
@@ -275,7 +276,7 @@ pub fn is_preparing_delete(pod: &Pod) -> bool {
     kruise_lifecycle::state(pod) == Some(LifecycleState::PreparingDelete)
 }
 
-/// Available (spec 4.4.3): lifecycle Normal, Ready for `minReadySeconds`, and
+/// Available (upstream `isDaemonPodAvailable`): lifecycle Normal, Ready for `minReadySeconds`, and
 /// `InPlaceUpdateReady` not pending.
 pub fn is_available(world: &World, pod: &Pod) -> bool {
     kruise_ordering::predicates::is_available(pod, world.min_ready_seconds(), world.now)
@@ -312,7 +313,7 @@ pub fn wait_until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -
     (due > now).then(|| due.duration_since(now).unsigned_abs())
 }
 
-/// Deleting a Pod (spec 4.2.5): a preDelete hook that holds it moves it to
+/// Deleting a Pod: a preDelete hook that holds it moves it to
 /// `PreparingDelete` first and keeps it there (`None`) until the hook lets go.
 pub fn delete_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Option<Action<'a>> {
     kruise_workload::update::delete_or_hold(pod, world.lifecycle(), world.now)

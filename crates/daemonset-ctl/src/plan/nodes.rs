@@ -1,4 +1,5 @@
-//! Spec 4.1 and 4.2.2: which nodes should run the daemon Pod and the tolerations every
+//! Which nodes (upstream `nodeShouldRunDaemonPod`, `openkruise/kruise v1.9.0
+//! pkg/controller/daemonset/daemonset_util.go`) should run the daemon Pod and the tolerations every
 //! daemon Pod gets. Placement itself (nodeName, nodeSelector, required node affinity,
 //! toleration matching, the per-node `matchFields metadata.name` term) is
 //! `kruise_ordering::nodes`, shared with BroadcastJob.
@@ -28,7 +29,7 @@ impl Eligibility {
     };
 }
 
-/// Spec 4.1.1: `nodeName`, nodeSelector and required node affinity must match; an
+/// Upstream `Predicates`: `nodeName`, nodeSelector and required node affinity must match; an
 /// untolerated `NoSchedule`/`NoExecute` taint stops new Pods, an untolerated
 /// `NoExecute` one evicts existing Pods too. Tolerations include the daemon defaults.
 pub fn eligibility(template: &PodSpec, node: &Node) -> Eligibility {
@@ -61,7 +62,7 @@ pub fn eligibility(template: &PodSpec, node: &Node) -> Eligibility {
     }
 }
 
-/// Spec 4.2.2: the template's tolerations plus the daemon defaults, added where no
+/// The template's tolerations plus the daemon defaults, added where no
 /// toleration with the same key, operator and effect exists.
 pub fn with_daemon_tolerations(template: &PodSpec) -> Vec<Toleration> {
     let mut tolerations = template.tolerations.clone().unwrap_or_default();

@@ -1,4 +1,5 @@
-//! Spec 4.2.2: a new daemon Pod for a node.
+//! A new daemon Pod for a node (upstream `NewPod`, `openkruise/kruise v1.9.0
+//! pkg/controller/daemonset/daemonset_controller.go`).
 
 use k8s_openapi::api::core::v1::Pod as NewPod;
 use k8s_openapi::api::core::v1::{PodReadinessGate, PodTemplateSpec};

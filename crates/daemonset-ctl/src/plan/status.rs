@@ -1,4 +1,4 @@
-//! Spec 4.5: the DaemonSet's status from its nodes and Pods.
+//! The DaemonSet's status (upstream `updateDaemonSetStatus`) from its nodes and Pods.
 
 use kruise_api::apps_v1alpha1::DaemonSetStatus;
 use kruise_ordering::predicates;

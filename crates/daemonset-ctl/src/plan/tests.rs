@@ -1,4 +1,4 @@
-//! Plan tests: node eligibility, managing, rolling update, status (spec 4, 7).
+//! Plan tests: node eligibility, managing, rolling update, status.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

@@ -1,4 +1,4 @@
-//! Spec 4.4: refreshing Pods, and the rolling update: which nodes are candidates
+//! Refreshing Pods, and the rolling update: which nodes are candidates
 //! (`rollingUpdate.selector`, `partition`), which of their Pods are replaced this round
 //! (maxUnavailable, or maxSurge), and how (deleted, in place, or surged).
 
@@ -18,7 +18,7 @@ use crate::events;
 
 /// Every round, on every Pod managing left alone (`touched`): continue in-place
 /// updates (`InPlaceUpdateReady`, grace), add a missing `KruisePodReady` condition and
-/// move lifecycle states along (spec 4.4.7). Also asks to look again when a Ready Pod
+/// move lifecycle states along (upstream `refreshUpdateStates`). Also asks to look again when a Ready Pod
 /// becomes available (`minReadySeconds`).
 pub fn refresh_pods<'a>(world: &World<'a>, touched: &BTreeSet<String>) -> Plan<'a> {
     let mut plan = Plan::default();
@@ -65,7 +65,8 @@ pub fn updated_and_old<'a>(
     Some((new, old))
 }
 
-/// Spec 4.4.2: the candidate nodes, existing and with Pods, sorted by name and walked
+/// The candidate nodes (upstream `filterDaemonPodsToUpdate`, `openkruise/kruise v1.9.0
+/// pkg/controller/daemonset/daemonset_update.go`), existing and with Pods, sorted by name and walked
 /// from the last: nodes already updated (or with several Pods), nodes whose old Pod
 /// is gone or pre-deleting, then the nodes `rollingUpdate.selector` matches (all
 /// others without a selector); only the first `nodes − partition`.
@@ -134,7 +135,7 @@ pub fn plan_update<'a>(world: &World<'a>, layout: &Layout<'a>) -> Plan<'a> {
     plan
 }
 
-/// Spec 4.4.3–4.4.5: old Pods that are not available are always replaced; available
+/// Upstream `rollingUpdate`: old Pods that are not available are always replaced; available
 /// ones while `numUnavailable + chosen < maxUnavailable`.
 fn without_surge<'a>(
     world: &World<'a>,
@@ -163,7 +164,8 @@ fn without_surge<'a>(
         }
     }
     let room = (max_unavailable - num_unavailable).max(0) as usize;
-    // Seed 002: an available old Pod left waiting because the limit is reached.
+    // The `numUnavailable >= maxUnavailable` warning of docs/advanced-daemonset.md: an
+    // available old Pod left waiting because the limit is reached.
     if available_old.len() > room
         && num_unavailable >= max_unavailable
         && world.rolling_update_type() == RollingUpdateType::InPlaceIfPossible
@@ -187,7 +189,7 @@ fn without_surge<'a>(
     }
 }
 
-/// Spec 4.4.4–4.4.5: in place when `InPlaceIfPossible`, the Pod has the
+/// In place (upstream `canPodInPlaceUpdate`) when `InPlaceIfPossible`, the Pod has the
 /// `InPlaceUpdateReady` gate and only images (and metadata) changed; deleted
 /// otherwise (managing recreates it).
 fn replace_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>, String> {
@@ -223,7 +225,7 @@ fn replace_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>
     Ok(delete_pod(world, pod))
 }
 
-/// Spec 4.4.6: on a candidate node with only an old Pod, a new Pod at once if the old
+/// Surge (the `maxSurge > 0` branch of upstream `rollingUpdate`): on a candidate node with only an old Pod, a new Pod at once if the old
 /// one is not available, otherwise while `numSurge < maxSurge`; the old Pod goes once
 /// the new one is available for sure ([`surged_long_enough`]).
 fn with_surge<'a>(

@@ -1,4 +1,5 @@
-//! Defaulting (spec 3), on the JSON of the object so fields our types do not know
+//! Defaulting (upstream `SetDefaultsDaemonSetV1beta1`, `openkruise/kruise v1.9.0
+//! apis/apps/defaults/v1beta1.go`), on the JSON of the object so fields our types do not know
 //! survive. Template defaults are not injected.
 
 use kruise_runtime::webhook::defaults::{default_enum, default_value, object_entry};

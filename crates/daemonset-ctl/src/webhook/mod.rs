@@ -1,4 +1,4 @@
-//! Advanced DaemonSet admission (spec 3): defaulting (mutating) and validation, served
+//! Advanced DaemonSet admission (`openkruise/kruise v1.9.0 pkg/webhook/daemonset`): defaulting (mutating) and validation, served
 //! on the shared webhook server. Deletion protection is `protection-ctl`'s: it owns
 //! every DELETE of a protected object.
 //!

@@ -1,4 +1,4 @@
-//! Admission tests: defaulting and validation with the spec's messages (spec 3).
+//! Admission tests: defaulting and validation with upstream's messages.
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! Validation (spec 3), with upstream's field paths and messages (apps/v1 DaemonSet
+//! Validation, with upstream's field paths and messages (apps/v1 DaemonSet
 //! validation plus Kruise's `pkg/webhook/daemonset/validating`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -18,7 +18,8 @@ const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 const NOT_MORE_THAN_100: &str = "must not be greater than 100%";
 const RU: &str = "spec.updateStrategy.rollingUpdate";
 
-/// Spec 3 rules 1–8 as field errors (HTTP 422 when any), on the objects as JSON (enum
+/// Upstream's rules (`openkruise/kruise v1.9.0
+/// pkg/webhook/daemonset/validating/daemonset_validation.go`) as field errors (HTTP 422 when any), on the objects as JSON (enum
 /// values are read from there, so a value our types cannot hold is reported the
 /// upstream way). `Err` when an object does not decode for another reason.
 pub fn validate_json(raw_new: &Value, raw_old: Option<&Value>) -> Result<Vec<FieldError>, String> {
