@@ -262,7 +262,7 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// The seeds' CRR with every strategy field.
+    /// A CRR with every strategy field.
     const SEED_CRR: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: ContainerRecreateRequest

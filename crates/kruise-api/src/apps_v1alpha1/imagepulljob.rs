@@ -305,8 +305,9 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// The seeds' `job-with-always`, as printed (names and labels together, which the
-    /// webhook rejects; the types still carry both).
+    /// `job-with-always` as in `openkruise/kruise v1.9.0
+    /// docs/proposals/20230323-imagelistpulljob.md`, with every field (names and labels
+    /// together, which the webhook rejects; the types still carry both).
     const JOB_WITH_ALWAYS: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: ImagePullJob

@@ -267,7 +267,7 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// The seeds' `node1` NodeImage as the manager creates it.
+    /// The `node1` NodeImage as the manager creates it.
     const SEED_NODEIMAGE: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: NodeImage
@@ -287,7 +287,7 @@ status:
   succeeded: 0
 "#;
 
-    /// The seeds' `ubuntu:latest` request, after a job and the agent have been at it.
+    /// An `ubuntu:latest` request, after a job and the agent have been at it.
     const PULLING_NODEIMAGE: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: NodeImage

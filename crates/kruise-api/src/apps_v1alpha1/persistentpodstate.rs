@@ -115,7 +115,8 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// The seed's PersistentPodState (003, v1.2 release), with a recorded state (scenario P4).
+    /// A PersistentPodState as introduced in the OpenKruise v1.2 release notes, with a
+    /// recorded state.
     const PPS_YAML: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: PersistentPodState

@@ -159,7 +159,7 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// Scenario D5, after ns-3 joined the targets with a conflicting Secret.
+    /// A ResourceDistribution after ns-3 joined the targets with a conflicting Secret.
     const RD_YAML: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: ResourceDistribution

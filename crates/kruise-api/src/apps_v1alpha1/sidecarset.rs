@@ -515,7 +515,8 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// The seeds' `test-sidecarset`.
+    /// A `test-sidecarset` like upstream's fixture in `openkruise/kruise v1.9.0
+    /// pkg/webhook/pod/mutating/sidecarset_test.go`.
     const TEST_SIDECARSET: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: SidecarSet

@@ -479,7 +479,7 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// Scenario D4 with every spec and status field filled in.
+    /// A UnitedDeployment with every spec and status field filled in.
     const UD_YAML: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: UnitedDeployment

@@ -225,7 +225,7 @@ mod tests {
     use super::*;
     use kube::CustomResourceExt;
 
-    /// Scenario D2, with a subset patch, an adaptive strategy and a versioned status.
+    /// A WorkloadSpread with a subset patch, an adaptive strategy and a versioned status.
     const WS_YAML: &str = r#"
 apiVersion: apps.kruise.io/v1alpha1
 kind: WorkloadSpread
