@@ -1,5 +1,5 @@
-//! BroadcastJob on the real cluster: the seeds' scenarios (spec 6.1–6.4) and some subtle
-//! cases (spec 7), on the shared kwok nodes. Pods finish as the kwok stages script them
+//! BroadcastJob on the real cluster: the scenarios of docs/broadcastjob.md (the
+//! examples/broadcastjob-*.yaml jobs) and some subtle cases, on the shared kwok nodes. Pods finish as the kwok stages script them
 //! (annotations `e2e.kruise.io/run-for` and `e2e.kruise.io/exit-code`, see
 //! tests/cluster/kwok-stages.yaml). Other tests add nodes of their own, each tainted
 //! `e2e.kruise.io/owner=<namespace>:NoSchedule`; jobs here select `type=kwok` and count
@@ -37,7 +37,7 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     ctl
 }
 
-/// What a manifest adds to the seed's, each at its own indentation level.
+/// What a manifest adds to examples/broadcastjob-bcj-demo.yaml's, each at its own indentation level.
 #[derive(Default)]
 pub struct Extra<'a> {
     /// Under `spec:`.
@@ -58,7 +58,7 @@ fn indent(text: &str, by: usize) -> String {
         .collect()
 }
 
-/// Seed `bcj-demo` (restartPolicy Never, container `counter`), on the `type=kwok` nodes.
+/// `bcj-demo` of examples/broadcastjob-bcj-demo.yaml (restartPolicy Never, container `counter`), on the `type=kwok` nodes.
 pub fn bcj_yaml(name: &str, extra: &Extra) -> String {
     format!(
         r#"apiVersion: apps.kruise.io/v1alpha1
@@ -219,7 +219,7 @@ async fn broadcastjob_bcj_demo_runs_one_pod_per_node_and_completes() {
         );
     }
 
-    // `kubectl get bcj` prints the seed's columns.
+    // `kubectl get bcj` prints upstream's printer columns.
     let (ok, out, err) = kubectl_async(
         vec![
             "get".into(),

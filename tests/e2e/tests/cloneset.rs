@@ -1,4 +1,5 @@
-//! CloneSet on the real cluster: the seeds' scenarios and the spec's subtle cases.
+//! CloneSet on the real cluster: the scenarios of docs/cloneset.md and some subtle
+//! cases.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,4 +1,5 @@
-//! AdvancedCronJob on the real cluster: seed scenario 5 (a BroadcastJob every minute),
+//! AdvancedCronJob on the real cluster: examples/advancedcronjob-acj-test.yaml (a
+//! BroadcastJob every minute),
 //! history limits, and the Forbid / Replace policies. The every-minute test waits for a
 //! minute boundary (≤ 70 s); the policy tests use `@every 10s` to stay short.
 
@@ -29,7 +30,7 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     ctl
 }
 
-/// Seed `acj-test`: a BroadcastJob template (the seed's Pod, on the `type=kwok` nodes);
+/// `acj-test` of examples/advancedcronjob-acj-test.yaml: a BroadcastJob template (its Pod, on the `type=kwok` nodes);
 /// `spec` goes under `spec:`, `script` under the Pod template's annotations.
 fn acj_yaml(name: &str, schedule: &str, spec: &str, script: &str) -> String {
     let indent = |text: &str, by: usize| -> String {

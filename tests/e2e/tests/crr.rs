@@ -6,8 +6,8 @@
 //!   `KruiseDaemon` gate, the node agent's status writes limited to its own node's
 //!   requests (own-crr-policy.yaml, with a token bound to an agent Pod), and the manager finishing a request past its deadline, one whose
 //!   Pod has gone (then deleting it after its TTL) and one no agent answered for a minute;
-//! - on the real node `real-0` (module `realnode`, opt-in like realnode.rs): the seeds'
-//!   request recreates one container of a two-container Pod (preStop exec ran, the Pod
+//! - on the real node `real-0` (module `realnode`, opt-in like realnode.rs): the
+//!   request of examples/containerrecreaterequest.yaml recreates one container of a two-container Pod (preStop exec ran, the Pod
 //!   NotReady before the stop, the other container, the Pod's UID and IP untouched,
 //!   restartCount 1, the `Killing` event, TTL deletion); orderedRecreate and failurePolicy
 //!   on two containers; two requests for one Pod run one after the other.

@@ -1,5 +1,5 @@
-//! Advanced DaemonSet (`apps.kruise.io/v1alpha1`) on the real cluster: the seeds'
-//! scenarios (spec 6) and a few subtle cases (spec 7). Each test has its own namespace
+//! Advanced DaemonSet (`apps.kruise.io/v1alpha1`) on the real cluster: the
+//! scenarios of docs/advanced-daemonset.md and a few subtle cases. Each test has its own namespace
 //! and its own in-process controller.
 //!
 //! The cluster's 4 kwok nodes (`type=kwok`) are shared with every other test running in
@@ -287,9 +287,9 @@ impl Drop for OwnNode {
     }
 }
 
-/// Seed 002 "create" and spec 4.1: one Pod per eligible node, each created through the
-/// scheduler and reported `Created pod: <name>`; `kubectl get daemon` shows the seeds'
-/// columns; a node added later gets a Pod, one that gains an untolerated NoExecute
+/// Creating examples/advanced-daemonset-nginx.yaml: one Pod per eligible node, each created through the
+/// scheduler and reported `Created pod: <name>`; `kubectl get daemon` shows upstream's
+/// printer columns; a node added later gets a Pod, one that gains an untolerated NoExecute
 /// taint loses it, and one that goes away takes its Pod with it.
 #[tokio::test]
 async fn daemonset_runs_one_pod_per_node_as_nodes_come_and_go() {
@@ -387,7 +387,7 @@ async fn daemonset_runs_one_pod_per_node_as_nodes_come_and_go() {
     );
 }
 
-/// Spec 4.1: a nodeSelector in the template limits the nodes.
+/// A nodeSelector in the template limits the nodes.
 #[tokio::test]
 async fn daemonset_template_node_selector_limits_the_nodes() {
     let ns = TestNamespace::new("ds-selector").await;
@@ -409,7 +409,7 @@ async fn daemonset_template_node_selector_limits_the_nodes() {
     }
 }
 
-/// Seed 002 "node-selector canary": with `rollingUpdate.selector` on
+/// Canary by node selector: with `rollingUpdate.selector` on
 /// `kubernetes.io/hostname`, only that node's Pod is replaced (Deleted, then Created).
 #[tokio::test]
 async fn daemonset_rolling_update_selector_updates_only_that_node() {
@@ -459,7 +459,7 @@ async fn daemonset_rolling_update_selector_updates_only_that_node() {
     assert_eq!(ds.status.unwrap().updated_number_scheduled, 1);
 }
 
-/// Seed 002 "partition + paused": nothing moves while paused; unpaused, all but
+/// `partition` and `paused`: nothing moves while paused; unpaused, all but
 /// `partition` nodes move to the new revision, and no more.
 #[tokio::test]
 async fn daemonset_partition_keeps_old_pods_and_paused_stops_the_rollout() {
@@ -529,9 +529,9 @@ async fn daemonset_partition_keeps_old_pods_and_paused_stops_the_rollout() {
     assert_eq!(updated, names[2..].to_vec());
 }
 
-/// Seed 002 "in-place": `InPlaceIfPossible` Pods carry the `InPlaceUpdateReady` gate and
+/// In place (examples/advanced-daemonset-nginx-inplace.yaml): `InPlaceIfPossible` Pods carry the `InPlaceUpdateReady` gate and
 /// an image change keeps their names and UIDs (restartCount 1 through the kwok stage),
-/// node by node, with the seeds' events.
+/// node by node, with the events of docs/advanced-daemonset.md.
 #[tokio::test]
 async fn daemonset_in_place_if_possible_keeps_pod_uids() {
     let ns = TestNamespace::new("ds-inplace").await;
@@ -600,7 +600,7 @@ async fn daemonset_in_place_if_possible_keeps_pod_uids() {
     );
 }
 
-/// Seed 002 "Surging" (stored as Standard with maxSurge 1): on each node the new Pod
+/// The deprecated `Surging` type (stored as Standard with maxSurge 1): on each node the new Pod
 /// comes up before the old one goes; no node is ever without a Pod.
 #[tokio::test]
 async fn daemonset_surging_brings_the_new_pod_up_before_deleting_the_old() {
@@ -649,7 +649,7 @@ async fn daemonset_surging_brings_the_new_pod_up_before_deleting_the_old() {
     wait_settled(&ns, "nginx", |_| NEW_IMAGE).await;
 }
 
-/// Seed 003: a preDelete hook (`markPodNotReady`) holds a Pod chosen for deletion in
+/// Lifecycle hooks: a preDelete hook (`markPodNotReady`) holds a Pod chosen for deletion in
 /// `PreparingDelete`, NotReady, until its finalizer is removed; `inPlaceUpdate` hooks
 /// are refused by admission.
 #[tokio::test]
@@ -742,7 +742,7 @@ async fn daemonset_pre_delete_hook_holds_the_deletion() {
     }
 }
 
-/// Spec 4.2.1 / 7: a daemon Pod that fails is deleted (Warning FailedDaemonPod) and
+/// A daemon Pod that fails is deleted (Warning FailedDaemonPod) and
 /// replaced, with a per-node exponential backoff (1 s, 2 s, 4 s, …), not in a hot loop.
 /// The kwok stage `pod-finish-scripted` fails a Pod annotated
 /// `e2e.kruise.io/exit-code` after a second.

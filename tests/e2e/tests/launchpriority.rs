@@ -1,4 +1,5 @@
-//! Container launch priority (spec node-agent §5, seeds N5/N6): `launchpriority-ctl` runs
+//! Container launch priority (docs/container-launch-priority.md,
+//! examples/pod-launch-priority-*.yaml): `launchpriority-ctl` runs
 //! in this process, scoped to the test's namespace.
 //!
 //! - admission (any cluster): a Pod with a `KRUISE_CONTAINER_PRIORITY` that is not an

@@ -1,4 +1,4 @@
-//! PersistentPodState on the real cluster (spec pod-safety §3, scenarios P4/P5): the
+//! PersistentPodState on the real cluster (docs/persistentpodstate.md): the
 //! controller in-process per namespace (and statefulset-ctl for Advanced StatefulSets;
 //! apps/v1 StatefulSets are run by the local kube-controller-manager), on the 4 shared
 //! kwok nodes (zone-a: kwok-node-0/1, zone-b: kwok-node-2/3).
@@ -317,7 +317,7 @@ async fn explicit_pps_steers_a_recreated_advanced_statefulset_pod() {
     assert!(!sibling.annotations().contains_key(keys::PPS_INJECTED));
 }
 
-/// P5 on the seed's Advanced StatefulSet: the generated PPS (same name,
+/// The annotations on an Advanced StatefulSet: the generated PPS (same name,
 /// controller-owned), its spec following the annotations, the injection, and its
 /// deletion when auto-generation is turned off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,7 +485,7 @@ async fn scale_in_drops_states_when_scaled_and_keeps_them_when_deleted() {
     assert_eq!(names, ["kept-0", "kept-1", "kept-2"]);
 }
 
-/// Spec 3.2: each rejection with its message.
+/// Admission: each rejection with its message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admission_rejects_invalid_persistentpodstates() {
     let ns = TestNamespace::new("pps-admission").await;

@@ -1,4 +1,4 @@
-//! Resource deletion protection (spec pod-safety §2, scenario P3): `protection-ctl` in
+//! Resource deletion protection (docs/deletion-protection.md): `protection-ctl` in
 //! process, with the gate on, scoped to the test's namespace. A namespace-scoped
 //! instance guards the namespaced kinds of its namespace, its own Namespace object and
 //! the CRDs labelled `apps.kruise.io/webhook-scope=<namespace>` (all of them only when

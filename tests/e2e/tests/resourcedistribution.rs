@@ -1,4 +1,5 @@
-//! ResourceDistribution on the real cluster: scenario D5 of the spec, a new labelled
+//! ResourceDistribution on the real cluster: examples/resourcedistribution.yaml,
+//! a new labelled
 //! namespace, an edited source, a conflicting Secret, admission and the gate.
 //!
 //! RDs are cluster-scoped, so the in-process controller cannot be limited to the test's

@@ -1,5 +1,5 @@
-//! SidecarSet on the real cluster, through the apiserver's admission chain: the seeds'
-//! scenarios (S1–S7), scoping, failure policy, validation. Plus the injection benchmark
+//! SidecarSet on the real cluster, through the apiserver's admission chain: the
+//! scenarios of docs/sidecarset.md (examples/sidecarset-*.yaml), scoping, failure policy, validation. Plus the injection benchmark
 //! (`make bench`).
 //!
 //! A namespace-scoped controller (as every e2e test runs one) manages only SidecarSets
@@ -123,7 +123,7 @@ async fn patch_ss(ns: &TestNamespace, name: &str, patch: Value) {
         .expect("patch sidecarset");
 }
 
-/// `kubectl patch --type=json` as the seeds do it.
+/// `kubectl patch --type=json` as docs/sidecarset.md does it.
 async fn json_patch_ss(name: &str, patch: &str) {
     let (name, patch) = (name.to_string(), patch.to_string());
     let (ok, _, err) = tokio::task::spawn_blocking(move || {
@@ -361,7 +361,7 @@ async fn seed_s1_s2_test_pod_gets_sidecar1_then_upgrades_it_in_place() {
     let uid = ready.uid();
     let old_image_id = image_id(&ready, "sidecar1");
 
-    // S2: the seed's JSON patch; only sidecar1 restarts, on the new image, same Pod.
+    // The JSON patch of docs/sidecarset.md; only sidecar1 restarts, on the new image, same Pod.
     json_patch_ss(
         "test-sidecarset",
         r#"[{"op": "replace", "path": "/spec/containers/0/image", "value": "busybox:1.35.0"}]"#,

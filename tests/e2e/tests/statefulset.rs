@@ -1,5 +1,5 @@
-//! Advanced StatefulSet (`apps.kruise.io/v1beta1`) on the real cluster: the seeds'
-//! scenarios (spec 6) and some of the subtle cases (spec 7). Each test has its own
+//! Advanced StatefulSet (`apps.kruise.io/v1beta1`) on the real cluster: the
+//! scenarios of docs/advanced-statefulset.md and some subtle cases. Each test has its own
 //! namespace and its own in-process controller; rollouts are recorded through a watch
 //! (every state the apiserver went through, in order) so bounds like "never more than 3
 //! Pods unavailable" are checked at every step, not only at polling instants.
@@ -67,7 +67,7 @@ fn indent(text: &str, by: usize) -> String {
 }
 
 /// An Advanced StatefulSet `name` of `replicas` Pods labelled `app=<name>`, one nginx
-/// container (as in the seeds).
+/// container (as in examples/advanced-statefulset-*.yaml).
 fn sts_yaml(name: &str, replicas: i32, extra: &Extra) -> String {
     format!(
         r#"apiVersion: apps.kruise.io/v1beta1
@@ -100,7 +100,7 @@ metadata:
     )
 }
 
-/// Seed `web`: Parallel, rolling update with maxUnavailable 3.
+/// `web` of examples/advanced-statefulset-web.yaml: Parallel, rolling update with maxUnavailable 3.
 const PARALLEL_MAX_UNAVAILABLE_3: &str = "
 podManagementPolicy: Parallel
 updateStrategy:
@@ -109,7 +109,7 @@ updateStrategy:
     maxUnavailable: 3
 ";
 
-/// Seed `web` updated in place.
+/// `web` updated in place (examples/advanced-statefulset-web-inplace.yaml).
 const PARALLEL_MAX_UNAVAILABLE_3_IN_PLACE: &str = "
 podManagementPolicy: Parallel
 updateStrategy:
@@ -543,7 +543,7 @@ impl Drop for Timeline {
 }
 
 // ---------------------------------------------------------------------------------------
-// Spec 6.1: migration from apps/v1.
+// Migration from apps/v1.
 
 /// An `apps/v1` StatefulSet manifest with only `apiVersion` changed.
 fn native_manifest(api_version: &str, name: &str, replicas: i32) -> String {
@@ -827,7 +827,7 @@ fn meaningful(v: &serde_json::Value) -> serde_json::Value {
 }
 
 // ---------------------------------------------------------------------------------------
-// Spec 6.2 / 6.3 / 6.7: the seed `web`.
+// The `web` set of examples/advanced-statefulset-web.yaml.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_parallel_recreate_update_three_at_a_time_highest_ordinal_first() {
@@ -992,7 +992,7 @@ async fn web_in_place_update_keeps_uids_three_at_a_time() {
     }
 }
 
-// Spec 6.4.
+// Partition.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_partition_four_updates_only_web_4_then_zero_updates_the_rest() {
     let ns = TestNamespace::new("asts-partition").await;
@@ -1079,7 +1079,7 @@ async fn web_partition_four_updates_only_web_4_then_zero_updates_the_rest() {
     assert_eq!(names[3], "web-0");
 }
 
-// Spec 6.10.
+// reserveOrdinals (examples/advanced-statefulset-reserve-ordinals.yaml).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reserve_ordinals_skip_and_move_pods() {
     let ns = TestNamespace::new("asts-reserve").await;
@@ -1146,7 +1146,8 @@ async fn reserve_ordinals_skip_and_move_pods() {
     assert_eq!(set.status.unwrap().updated_replicas, 3);
 }
 
-// Spec 6.11 (with 6 replicas and a budget of 2 instead of 100 and 10%).
+// The scale budget of examples/advanced-statefulset-scale-budget.yaml (with 6 replicas and a
+// budget of 2 instead of 100 and 10%).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_out_budget_never_more_than_max_unavailable_not_ready() {
     let ns = TestNamespace::new("asts-scalebudget").await;
@@ -1182,7 +1183,7 @@ async fn scale_out_budget_never_more_than_max_unavailable_not_ready() {
 }
 
 /// The scale-out budget counts Pods that are Ready but not yet available for
-/// `minReadySeconds` (spec 4.2.4): with 2 s and a budget of 2, the third Pod comes at
+/// `minReadySeconds`: with 2 s and a budget of 2, the third Pod comes at
 /// least 2 s after the first, the fifth at least 2 s after the third.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_out_budget_waits_for_min_ready_seconds() {
@@ -1217,7 +1218,7 @@ async fn scale_out_budget_waits_for_min_ready_seconds() {
     }
 }
 
-// Spec 6.6, 6.7, 3.6, 6.14.
+// Admission rejections.
 /// Applying a set `name` with `spec` is refused with every one of `expected` in the message.
 async fn rejected(ns: &TestNamespace, name: &str, spec: &str, expected: &[&str]) {
     let err = ns
@@ -1290,10 +1291,10 @@ async fn admission_rejects_what_needs_parallel_or_the_readiness_gate() {
     ))
     .await
     .expect("InPlaceIfPossible with the readiness gate");
-    // Deletion protection (seed 004) is protection-ctl's: tests/e2e/tests/protection.rs.
+    // Deletion protection is protection-ctl's: tests/e2e/tests/protection.rs.
 }
 
-// Spec 4.1.3 and 7 (retention).
+// Claim templates and the PVC retention policy.
 const DATA_CLAIM: &str = "
 volumeClaimTemplates:
 - metadata:
@@ -1474,7 +1475,7 @@ async fn controller_restart_mid_in_place_rollout_finishes_without_recreating() {
     let want = ordinal_names("web", &[0, 1, 2, 3, 4]);
     let before = wait_ready_pods(&ns, "web", &want).await;
     // Pods not yet available for minReadySeconds count as unavailable already, and an
-    // unavailable Pod may be updated at once (spec 4.3.6): start from 5 available ones.
+    // unavailable Pod may be updated at once: start from 5 available ones.
     let old_revision = settled(&ns, "web", 5).await;
     let timeline = Timeline::start(&ns, "web").await;
     let new_revision = roll_to(&ns, "web", "nginx:mainline", &old_revision).await;
@@ -1554,7 +1555,7 @@ async fn pods_are_created_by_the_statefulset_ctl_field_manager() {
     );
 }
 
-// Spec 6.5: Parallel without maxUnavailable updates strictly one at a time.
+// Parallel without maxUnavailable updates strictly one at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_max_unavailable_updates_one_at_a_time_even_with_parallel() {
     let ns = TestNamespace::new("asts-onebyone").await;
@@ -1598,7 +1599,7 @@ async fn default_max_unavailable_updates_one_at_a_time_even_with_parallel() {
     );
 }
 
-// Spec 6.9: paused stops the rollout, not scaling.
+// `paused` stops the rollout, not scaling.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_rollout_updates_nothing_but_still_scales() {
     let ns = TestNamespace::new("asts-paused").await;
@@ -1668,7 +1669,7 @@ async fn set_pod_condition(ns: &TestNamespace, pod: &str, type_: &str, status: &
         .expect("patch pod condition");
 }
 
-// Spec 7: monotonic scale-up halts at the first unhealthy Pod and resumes when it is
+// Monotonic scale-up halts at the first unhealthy Pod and resumes when it is
 // Ready; burst scaling completes with unhealthy Pods.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ordered_ready_halts_at_an_unready_pod_and_parallel_does_not() {
@@ -1752,7 +1753,7 @@ async fn ordered_ready_halts_at_an_unready_pod_and_parallel_does_not() {
     .await;
 }
 
-/// `data` on StorageClass `class` (1Gi), resized with the Pods (spec 4.3.10).
+/// `data` on StorageClass `class` (1Gi), resized with the Pods.
 fn resizable_claim(class: &str) -> String {
     format!(
         "
@@ -2005,7 +2006,7 @@ async fn wait_pod(ns: &TestNamespace, name: &str, what: &str, ok: impl Fn(&Pod) 
     .await
 }
 
-// Spec 4.1.1 (upstream's "should adopt matching orphans and release non-matching pods"):
+// Adoption (upstream's "should adopt matching orphans and release non-matching pods"):
 // an orphan named for a live ordinal is adopted, a Pod that stops matching is released,
 // the same Pod (UID) throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! UnitedDeployment on the real cluster: the seed's scenario (D4) over zone-a/zone-b with
+//! UnitedDeployment on the real cluster: examples/uniteddeployment.yaml over zone-a/zone-b with
 //! `apps/v1` Deployments (run by the local kube-controller-manager), scaling, a template
 //! change rolling every subset, a removed subset's workload deleted, admission; the
 //! per-subset partition holding back an update with CloneSets (cloneset-ctl in-process);
@@ -42,7 +42,7 @@ async fn controller(ns: &TestNamespace) -> RunningController {
     ctl
 }
 
-/// The seed's UD over the two zones of the kwok nodes; `template` is the template key,
+/// The UD of examples/uniteddeployment.yaml over the two zones of the kwok nodes; `template` is the template key,
 /// `workload_spec` goes under its `spec:` and `ud_spec` under the UD's `spec:`.
 fn ud_yaml(
     name: &str,
