@@ -1,4 +1,4 @@
-//! The admission decision (spec 1.6), pure: [`precheck`] runs steps 1–6 on the Pod and
+//! The admission decision (openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go), pure: [`precheck`] runs steps 1–6 on the Pod and
 //! the PUB as the webhook first sees them; [`spend`] runs step 7 on the newest PUB and
 //! returns the status to write (with the Pod recorded and one unit spent) or the denial.
 

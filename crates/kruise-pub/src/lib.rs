@@ -1,4 +1,4 @@
-//! The PodUnavailableBudget decision (spec `pod-safety.md` §1.5.4 and §1.6), in one place
+//! The PodUnavailableBudget decision (openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go; openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go), in one place
 //! for everyone who spends a budget:
 //!
 //! - `pub-ctl`'s Pod webhook, for deletions, evictions and Pod updates anyone sends;
@@ -25,7 +25,7 @@ use kube::api::{Api, PostParams};
 
 pub use decision::{Denial, Options};
 
-/// Status write attempts before answering "conflicts" (spec 1.6.8).
+/// Status write attempts before answering "conflicts" (openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go).
 pub const WRITE_ATTEMPTS: usize = 4;
 /// Wait between attempts.
 pub const RETRY_DELAY: Duration = Duration::from_millis(500);
@@ -59,7 +59,7 @@ pub enum Spent {
     Denied(Denial),
 }
 
-/// Spec 1.6 step 7–9 from `newest` (the newest copy of the PUB the caller knows): decide
+/// openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go from `newest` (the newest copy of the PUB the caller knows): decide
 /// on it, write the status with the Pod recorded (guarded by its resourceVersion), and on
 /// a conflict read the PUB again and decide again, [`WRITE_ATTEMPTS`] times in all. Two
 /// spenders racing for the last unit can't both win: the loser's write conflicts and its

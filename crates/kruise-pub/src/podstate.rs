@@ -1,5 +1,5 @@
-//! What a PUB needs to know about one Pod: is it available (spec 1.5.4), and what a
-//! request does to it (spec 1.6: DELETE, EVICT, UPDATE, RESIZE, or nothing that can make
+//! What a PUB needs to know about one Pod: is it available (openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go), and what a
+//! request does to it (as in openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go: DELETE, EVICT, UPDATE, RESIZE, or nothing that can make
 //! it unavailable). Pure.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ use kruise_ordering::predicates;
 const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 
-/// Spec 1.5.4: Running and Ready, no `unavailable-pod.kruise.io/*` label, and consistent
+/// As in openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go: Running and Ready, no `unavailable-pod.kruise.io/*` label, and consistent
 /// (every container runs the image its spec names, no Kruise in-place update pending).
 pub fn is_available(pod: &impl PodView) -> bool {
     predicates::is_running_and_ready(pod) && !has_unavailable_label(pod) && is_consistent(pod)
@@ -70,7 +70,7 @@ fn same_image(spec: &str, status: &str) -> bool {
     normalize(spec) == normalize(status)
 }
 
-/// Spec 1.6, UPDATE: `None` when the change cannot make the Pod unavailable (metadata
+/// openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go, UPDATE: `None` when the change cannot make the Pod unavailable (metadata
 /// only, no `unavailable-pod.kruise.io/*` label added); RESIZE when the only spec change
 /// is a CPU/memory resize without restart on a non-static Pod keeping its QoS class;
 /// UPDATE otherwise.

@@ -1,4 +1,4 @@
-//! The budget arithmetic (spec 1.5.2, 1.5.5): how many Pods must stay available and how
+//! The budget arithmetic (openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go): how many Pods must stay available and how
 //! many more may go. Pure.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

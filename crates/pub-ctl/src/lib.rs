@@ -1,5 +1,5 @@
 //! The PodUnavailableBudget controller and its admission webhooks (spec
-//! `pod-safety.md` §1): the controller keeps each PUB's status (how many Pods are
+//! openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget): the controller keeps each PUB's status (how many Pods are
 //! available, how many more may go); the Pod webhook spends that budget on each
 //! deletion, eviction and in-place update, recording the Pod in the PUB's status before
 //! it answers. Everything it decides is pure ([`budget`], [`podstate`], [`decision`],

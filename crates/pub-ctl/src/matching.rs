@@ -1,4 +1,4 @@
-//! Which PUB protects a Pod (spec 1.4) and when two PUBs conflict (spec 1.3.7). Pure.
+//! Which PUB protects a Pod (openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control.go) and when two PUBs conflict (openkruise/kruise v1.9.0 pkg/webhook/podunavailablebudget/validating/pub_create_update_handler.go). Pure.
 
 use std::collections::BTreeMap;
 

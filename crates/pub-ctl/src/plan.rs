@@ -1,4 +1,4 @@
-//! The PUB's status (spec 1.5), pure: the protected Pods, the workload's expected total
+//! The PUB's status (openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go), pure: the protected Pods, the workload's expected total
 //! and the time in; the status, the events and when to look again out.
 
 use std::time::Duration;

@@ -128,7 +128,7 @@ pub fn pod_reference(pod: &Pod) -> ObjectReference {
     }
 }
 
-/// Spec 1.5.1: the active Pods the PUB protects and the expected total.
+/// As in openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go: the active Pods the PUB protects and the expected total.
 async fn protected_pods(
     pub_: &PodUnavailableBudget,
     ctx: &Context,

@@ -1,4 +1,4 @@
-//! Spec 1.5.6: a change to the replicas of a Deployment, a StatefulSet (apps or Kruise) or
+//! As in openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go: a change to the replicas of a Deployment, a StatefulSet (apps or Kruise) or
 //! a CloneSet requeues the PUBs of its namespace. Without it a PUB counts a scaled-down
 //! workload's old total until its next resync, and refuses the very deletions the
 //! scale-down needs.

@@ -1,4 +1,4 @@
-//! PUB validation (spec 1.3). Pure: the webhook passes the object, the old object on
+//! PUB validation (openkruise/kruise v1.9.0 pkg/webhook/podunavailablebudget/validating/pub_create_update_handler.go). Pure: the webhook passes the object, the old object on
 //! update and the other PUBs of the namespace.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;

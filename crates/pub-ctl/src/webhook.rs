@@ -1,12 +1,12 @@
 //! Admission served by `pub-ctl`:
 //!
 //! - **PUB validation** (`/validate-policy-kruise-io-v1alpha1-podunavailablebudget`,
-//!   CREATE/UPDATE): spec 1.3, and both PUB gates off rejects every PUB.
+//!   CREATE/UPDATE): openkruise/kruise v1.9.0 pkg/webhook/podunavailablebudget/validating/pub_create_update_handler.go, and both PUB gates off rejects every PUB.
 //! - **Pod mutation** (`/mutate-pod-pub`, pods CREATE): writes `kruise.io/related-pub`
-//!   (spec 1.4). `failurePolicy: Ignore`: a Pod created while `pub-ctl` is down misses
+//!   (openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control.go). `failurePolicy: Ignore`: a Pod created while `pub-ctl` is down misses
 //!   the annotation only until the controller's next reconcile patches it on.
 //! - **Pod validation** (`/validate-pod-pub`, pods DELETE/UPDATE and pods/eviction
-//!   CREATE): spec 1.6. `failurePolicy: Fail`: a budget that silently stops counting
+//!   CREATE): openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go. `failurePolicy: Fail`: a budget that silently stops counting
 //!   while its controller is down would let a drain or a rollout take every Pod down at
 //!   once, which is what a PUB exists to prevent. The blast radius is kept small by
 //!   scope: `matchConditions` send DELETE and UPDATE only for Pods carrying
@@ -293,7 +293,7 @@ async fn validate_pod_request(
     }
 }
 
-/// Spec 1.6 for one Pod: `None` to allow (the Pod recorded in the PUB's status first when
+/// As in openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go for one Pod: `None` to allow (the Pod recorded in the PUB's status first when
 /// it spends budget), `Some(denial)` to refuse. Dry runs decide but never write.
 pub async fn admit(
     ctx: &Context,

@@ -1,4 +1,4 @@
-//! Workloads read generically (spec 1.4, 1.5.1): any kind, by discovery; the kinds we know
+//! Workloads read generically (openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control.go; openkruise/kruise v1.9.0 pkg/controller/podunavailablebudget/podunavailablebudget_controller.go): any kind, by discovery; the kinds we know
 //! (Deployment, StatefulSet, ReplicaSet, CloneSet, Advanced StatefulSet) by a GET (their
 //! `spec.replicas`, and whether they are being deleted), any other only through its `scale`
 //! subresource (replicas and selector).

@@ -1,5 +1,5 @@
 //! The WorkloadSpread controller (`apps.kruise.io/v1alpha1` WorkloadSpread, spec
-//! spread-and-distribution §1): spreads the Pods of one existing workload (CloneSet,
+//! openkruise/kruise v1.9.0 pkg/controller/workloadspread): spreads the Pods of one existing workload (CloneSet,
 //! Deployment, ReplicaSet, Job, StatefulSet of either kind, or a custom kind allow-listed
 //! in `kruise-configuration`) over ordered subsets of
 //! nodes without touching the workload. The Pod webhook puts each new Pod in a subset

@@ -1,4 +1,4 @@
-//! The Adaptive strategy (spec 1.4.5): a Pod that cannot be scheduled in its subset for
+//! The Adaptive strategy (openkruise/kruise v1.9.0 pkg/controller/workloadspread/reschedule.go): a Pod that cannot be scheduled in its subset for
 //! `rescheduleCriticalSeconds` marks the subset `Schedulable=False` and is deleted, so
 //! its workload re-creates it and the webhook puts it in a later subset; the subset
 //! takes Pods again 300 s later. The last subset is always schedulable. Pure.

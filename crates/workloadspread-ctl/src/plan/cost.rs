@@ -1,4 +1,4 @@
-//! `controller.kubernetes.io/pod-deletion-cost` per subset (spec 1.4.4), so the
+//! `controller.kubernetes.io/pod-deletion-cost` per subset (openkruise/kruise v1.9.0 pkg/controller/workloadspread/update_pod_deletion_cost.go), so the
 //! workload's own scale-in removes Pods from the least-preferred subsets first. Pure.
 
 use std::cmp::Reverse;

@@ -1,4 +1,4 @@
-//! Custom workloads (spec 1.3, 1.4.3): kinds outside the built-in list that a
+//! Custom workloads (openkruise/kruise v1.9.0 pkg/webhook/workloadspread/validating/workloadspread_validation.go; openkruise/kruise v1.9.0 pkg/controller/workloadspread/workloadspread_controller.go): kinds outside the built-in list that a
 //! WorkloadSpread may target once they are allow-listed in the `kruise-configuration`
 //! ConfigMap under `WorkloadSpread_Watch_Custom_Workload_WhiteList`, and how their
 //! replicas are read. Pure.

@@ -1,4 +1,4 @@
-//! What a subset puts into a new Pod (spec 1.4.1.4), on the Pod's JSON so fields our
+//! What a subset puts into a new Pod (openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go), on the Pod's JSON so fields our
 //! types do not model survive. Pure.
 
 use kruise_api::apps_v1alpha1::{InjectWorkloadSpread, WorkloadSpreadSubset};

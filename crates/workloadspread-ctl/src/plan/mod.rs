@@ -223,7 +223,7 @@ fn duration_exactly_until(at: Timestamp, now: Timestamp) -> Duration {
     }
 }
 
-/// One reconcile of a WorkloadSpread (spec 1.4.3–1.4.5).
+/// One reconcile of a WorkloadSpread (openkruise/kruise v1.9.0 pkg/controller/workloadspread/workloadspread_controller.go; openkruise/kruise v1.9.0 pkg/controller/workloadspread/reschedule.go).
 pub fn plan(w: &World) -> Plan {
     let ws = w.ws;
     let ws_name = ws.metadata.name.as_deref().unwrap_or_default();

@@ -1,4 +1,4 @@
-//! The controller's subset statuses (spec 1.4.3): Pods counted per subset, the records
+//! The controller's subset statuses (openkruise/kruise v1.9.0 pkg/controller/workloadspread/workloadspread_controller.go): Pods counted per subset, the records
 //! the webhook left (`creatingPods` kept 30 s until the Pod is seen, `deletingPods` 15 s
 //! until the Pod is gone), and the room left. Pure.
 

@@ -1,4 +1,4 @@
-//! Subset arithmetic and the webhook's decisions (spec 1.4.1, 1.4.2): a subset's cap
+//! Subset arithmetic and the webhook's decisions (openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go): a subset's cap
 //! against the workload's replicas, the statuses a Pod's version is counted in, which
 //! subset a new Pod goes to and the status that records it, and the record of a
 //! deletion. Pure: the caller brings the newest WorkloadSpread, the time and any
@@ -124,7 +124,7 @@ pub fn caps_understood(subsets: &[WorkloadSpreadSubset]) -> bool {
     })
 }
 
-/// Spec 1.4.1.3: the subset of a new Pod of a workload with `replicas`, and the status
+/// As in openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go: the subset of a new Pod of a workload with `replicas`, and the status
 /// that records it. `None`: no subset has room (or a cap does not read); the Pod is
 /// created unchanged.
 pub fn place(
@@ -226,7 +226,7 @@ pub fn place_by_ordinal(
     None
 }
 
-/// Spec 1.4.2: the status recording that `pod` (of `version`, in subset `subset_name`)
+/// As in openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go: the status recording that `pod` (of `version`, in subset `subset_name`)
 /// is being deleted: `deletingPods[pod]`, and one more missing replica when the subset
 /// has a cap. `None` when there is nothing to record (no such subset, recorded already,
 /// or a StatefulSet, whose placement does not count).

@@ -1,4 +1,4 @@
-//! The workload kinds a WorkloadSpread may target (spec 1.3) and what differs between
+//! The workload kinds a WorkloadSpread may target (openkruise/kruise v1.9.0 pkg/webhook/workloadspread/validating/workloadspread_validation.go) and what differs between
 //! them: how a Pod's version is read, whether pod-deletion-cost applies, whether Pods
 //! are placed by ordinal.
 

@@ -1,9 +1,9 @@
 //! Admission served by `workloadspread-ctl`:
 //!
 //! - **WorkloadSpread validation** (`/validate-apps-kruise-io-v1alpha1-workloadspread`,
-//!   CREATE/UPDATE): spec 1.3 ([`validation`]). `failurePolicy: Fail`: an invalid spec
+//!   CREATE/UPDATE): openkruise/kruise v1.9.0 pkg/webhook/workloadspread/validating/workloadspread_validation.go ([`validation`]). `failurePolicy: Fail`: an invalid spec
 //!   must not be stored; with the controller down only WorkloadSpread writes wait.
-//! - **Pod placement** (`/mutate-pod-workloadspread`, pods CREATE): spec 1.4.1. Picks
+//! - **Pod placement** (`/mutate-pod-workloadspread`, pods CREATE): openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go. Picks
 //!   the subset, records the Pod in the WorkloadSpread's status (a PUT guarded by the
 //!   resourceVersion, read again and retried on conflict, one Pod at a time per
 //!   WorkloadSpread in this process), then injects the subset. Scoped by
@@ -18,7 +18,7 @@
 //!   cannot record the Pod (the status kept conflicting), it refuses the Pod instead:
 //!   the workload retries the creation, and no subset is overfilled.
 //! - **Pod deletion bookkeeping** (`/validate-pod-workloadspread`, pods DELETE and
-//!   pods/eviction CREATE): spec 1.4.2, records `deletingPods` so the freed room is
+//!   pods/eviction CREATE): openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go, records `deletingPods` so the freed room is
 //!   usable before the controller sees the Pod go. It never refuses; `failurePolicy:
 //!   Ignore` (a missed record only delays the room until the controller counts again).
 //!   DELETE is sent only for Pods carrying `apps.kruise.io/matched-workloadspread`.
@@ -353,7 +353,7 @@ async fn with_status_write<T>(
     Ok(Err(()))
 }
 
-/// Pod CREATE (spec 1.4.1).
+/// Pod CREATE (openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go).
 async fn place_pod(
     ctx: &Context,
     req: AdmissionRequest<DynamicObject>,
@@ -463,7 +463,7 @@ fn eviction_dry_run(object: Option<&DynamicObject>) -> bool {
         .is_some_and(|a| !a.is_empty())
 }
 
-/// Pod DELETE or eviction (spec 1.4.2): records `deletingPods`; always allows.
+/// Pod DELETE or eviction (openkruise/kruise v1.9.0 pkg/util/workloadspread/workloadspread.go): records `deletingPods`; always allows.
 async fn record_pod_deletion(
     ctx: &Context,
     req: AdmissionRequest<DynamicObject>,

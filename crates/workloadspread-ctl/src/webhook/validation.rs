@@ -1,4 +1,4 @@
-//! WorkloadSpread validation (spec 1.3), with upstream's messages. Pure.
+//! WorkloadSpread validation (openkruise/kruise v1.9.0 pkg/webhook/workloadspread/validating/workloadspread_validation.go), with upstream's messages. Pure.
 
 use std::collections::BTreeSet;
 
@@ -16,7 +16,7 @@ use crate::plan::custom::Allowlist;
 use crate::plan::target::TargetKind;
 
 /// The longest a subset may stay unschedulable before it recovers, minus a margin: the
-/// bound on the sum of the rescheduling waits over the subsets (spec 1.3).
+/// bound on the sum of the rescheduling waits over the subsets (openkruise/kruise v1.9.0 pkg/webhook/workloadspread/validating/workloadspread_validation.go).
 const RESCHEDULE_BUDGET_SECONDS: i32 = 300 - 5;
 
 /// Adaptive messages (not quoted by the spec; worded like upstream's).
