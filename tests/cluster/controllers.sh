@@ -119,7 +119,8 @@ forget_endpoints() {
         if [ "$kind" = crd ]; then
           $kubectl patch crd "$name" --type=merge \
             -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null || true
-          # ... and the versions only the webhook converts unserved again, as installed.
+          # ... and back to the shipped conversion (the controller's Service: v1beta1 reads
+          # fail until a controller registers again, rather than being relabelled).
           [ -f "$root/deploy/crds/$name.yaml" ] &&
             $kubectl apply --server-side --force-conflicts -f "$root/deploy/crds/$name.yaml" >/dev/null || true
         else
@@ -132,19 +133,21 @@ forget_endpoints() {
 
 # Applies deploy/crds/, also over an OpenKruise install (kruise-manager v1.9.0): its CRDs
 # point their conversion at kruise-manager's Service, which server-side apply cannot
-# remove (another field manager owns it). Such a conversion is reset to None first: the
-# controllers started here register their own (a URL, which cannot be merged with a
-# Service), and Advanced StatefulSet's CRD states `strategy: None`, which the apiserver
-# refuses next to a leftover webhook. On a failure, says which CRD and why, and fails.
+# remove (another field manager owns it), and a controller of ours that was not stopped
+# cleanly leaves its URL there, which cannot be merged with the Service our CRDs name.
+# Such a conversion is reset to None first (the apply sets ours again at once; the
+# controllers started here register their own), and Advanced StatefulSet's CRD states
+# `strategy: None`, which the apiserver refuses next to a leftover webhook. On a failure,
+# says which CRD and why, and fails.
 install_crds() {
-  local kubectl=$1 dir=${2:-$root/deploy/crds} name service f out failed=()
-  while read -r name service; do
-    [ -n "$service" ] && [ -f "$dir/$name.yaml" ] || continue
-    log "$name: conversion webhook at Service $service (kruise-manager's?): reset to None"
+  local kubectl=$1 dir=${2:-$root/deploy/crds} name service url f out failed=()
+  while read -r name service url; do
+    [ -f "$dir/$name.yaml" ] || continue
+    [ "$service" != "/" ] || [ -n "$url" ] || continue
+    log "$name: conversion webhook at ${url:-Service $service}: reset before the apply"
     $kubectl patch crd "$name" --type=merge \
       -p '{"spec":{"conversion":{"strategy":"None","webhook":null}}}' >/dev/null
-  done < <($kubectl get crd -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.conversion.webhook.clientConfig.service.namespace}{"/"}{.spec.conversion.webhook.clientConfig.service.name}{"\n"}{end}' |
-    sed 's| /$| |')
+  done < <($kubectl get crd -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.conversion.webhook.clientConfig.service.namespace}{"/"}{.spec.conversion.webhook.clientConfig.service.name}{" "}{.spec.conversion.webhook.clientConfig.url}{"\n"}{end}')
   if ! $kubectl apply --server-side --force-conflicts -f "$dir/" >/dev/null 2>&1; then
     # Once more file by file, to name each CRD that does not apply.
     for f in "$dir"/*.yaml; do

@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-cloneset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-cloneset";
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-cloneset";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::CLONESET;
 
 // ---------------------------------------------------------------- defaulting
 

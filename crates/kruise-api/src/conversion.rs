@@ -23,6 +23,56 @@ use crate::keys;
 pub const V1ALPHA1: &str = "apps.kruise.io/v1alpha1";
 pub const V1BETA1: &str = "apps.kruise.io/v1beta1";
 
+/// Where each converting controller serves its conversion route; the CRDs name the same
+/// paths ([`webhook_conversion`]).
+pub mod path {
+    pub const CLONESET: &str = "/convert-cloneset";
+    pub const SIDECARSET: &str = "/convert-sidecarset";
+    pub const DAEMONSET: &str = "/convert-daemonset";
+    pub const CONTAINERRECREATEREQUEST: &str = "/convert-containerrecreaterequest";
+    pub const PERSISTENTPODSTATE: &str = "/convert-persistentpodstate";
+    pub const RESOURCEDISTRIBUTION: &str = "/convert-resourcedistribution";
+    pub const UNITEDDEPLOYMENT: &str = "/convert-uniteddeployment";
+    pub const WORKLOADSPREAD: &str = "/convert-workloadspread";
+    pub const PODUNAVAILABLEBUDGET: &str = "/convert-podunavailablebudget";
+}
+
+/// The namespace the kustomize overlays install into (the Helm chart rewrites the CRDs'
+/// conversion Service namespace to its `installation.namespace`).
+pub const WEBHOOK_NAMESPACE: &str = "kruise-system";
+
+/// The webhook Service of the controller that converts `kind`: `<kind>-webhook`, in lower
+/// case, as kustomize/controllers/*/services.yaml and the chart name them.
+pub fn webhook_service(kind: &str) -> String {
+    format!("{}-webhook", kind.to_ascii_lowercase())
+}
+
+/// `spec.conversion` as shipped for a kind converted by webhook: the controller's
+/// Service on port 443 at `/convert-<kind>`; the controller fills in the caBundle (or,
+/// run outside the cluster, its URL) when it registers.
+pub fn webhook_conversion(
+    kind: &str,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
+    };
+    CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: WEBHOOK_NAMESPACE.into(),
+                    name: webhook_service(kind),
+                    path: Some(format!("/convert-{}", kind.to_ascii_lowercase())),
+                    port: Some(443),
+                }),
+                ..Default::default()
+            }),
+            conversion_review_versions: vec!["v1".into()],
+        }),
+    }
+}
+
 /// The label every namespace carries with its own name.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 

@@ -101,8 +101,18 @@ fn converted_by_relabelling(mut crd: CustomResourceDefinition) -> CustomResource
 }
 
 /// One CRD with both versions, v1alpha1 stored: the controllers read v1alpha1, and
-/// their conversion webhooks serve v1beta1 ([`conversion`]); v1beta1 is served from the
-/// moment a cluster-wide controller has registered its conversion webhook.
+/// their conversion webhooks serve v1beta1 ([`conversion`]).
+///
+/// Both versions are served from the start, and `spec.conversion` names the webhook
+/// Service of the controller that converts the kind ([`conversion::webhook_service`]),
+/// as OpenKruise's CRDs name kruise-manager's. Until that controller runs, a v1beta1 read
+/// fails with a connection error, which every client retries: OpenKruise 1.9 owns Pods
+/// as `apps.kruise.io/v1beta1` (CloneSet, Advanced DaemonSet, UnitedDeployment), and a
+/// 404 for that version (an unserved one) is what the garbage collector takes for "the
+/// owner is gone" and deletes the Pods. Without a webhook stanza the apiserver would
+/// instead relabel objects across versions, and a v1beta1 write (kubectl prefers
+/// v1beta1) would prune every v1alpha1-only field. The controller replaces the stanza
+/// with its own endpoint and caBundle when it registers.
 ///
 /// OpenKruise 1.9 stores v1beta1. Over its install our CRD keeps v1beta1 (it is in
 /// `status.storedVersions`) and stores new writes as v1alpha1; objects it stored as
@@ -119,15 +129,7 @@ fn served_with_v1beta1(
 ) -> CustomResourceDefinition {
     let mut crd = kube::core::crd::merge_crds(vec![alpha, beta], "v1alpha1")
         .expect("the two versions of one kind merge");
-    // v1beta1 is installed unserved: kubectl prefers the highest version, and without
-    // the conversion webhook the apiserver would only relabel objects, pruning the
-    // v1alpha1 fields v1beta1 lacks (a `kubectl patch sidecarset` would drop
-    // `spec.namespace`). The controller serves it once it has registered the webhook.
-    for version in &mut crd.spec.versions {
-        if version.name == "v1beta1" {
-            version.served = false;
-        }
-    }
+    crd.spec.conversion = Some(conversion::webhook_conversion(&crd.spec.names.kind));
     // One set of printer columns (declared on the v1alpha1 type) for both versions.
     let columns = crd.spec.versions[0].additional_printer_columns.clone();
     for version in &mut crd.spec.versions {
@@ -207,5 +209,58 @@ mod tests {
         assert_eq!(PubOperation::Evict.as_str(), keys::PUB_OPERATION_EVICT);
         assert_eq!(PubOperation::Update.as_str(), keys::PUB_OPERATION_UPDATE);
         assert_eq!(PubOperation::Resize.as_str(), keys::PUB_OPERATION_RESIZE);
+    }
+    /// Every kind with two shapes ships both versions served and its conversion at the
+    /// Service and path its controller serves: an unserved v1beta1 answers 404, which the
+    /// garbage collector reads as "owner gone" for Pods OpenKruise owns as v1beta1.
+    #[test]
+    fn converted_kinds_ship_every_version_served_and_their_controller_s_webhook() {
+        use crate::conversion::path;
+        let served_paths = [
+            path::CLONESET,
+            path::SIDECARSET,
+            path::DAEMONSET,
+            path::CONTAINERRECREATEREQUEST,
+            path::PERSISTENTPODSTATE,
+            path::RESOURCEDISTRIBUTION,
+            path::UNITEDDEPLOYMENT,
+            path::WORKLOADSPREAD,
+            path::PODUNAVAILABLEBUDGET,
+        ];
+        let mut converted = Vec::new();
+        for crd in crate::all_crds() {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            assert!(
+                crd.spec.versions.iter().all(|v| v.served),
+                "{name}: every version served"
+            );
+            let Some(conversion) = crd.spec.conversion.as_ref() else {
+                continue;
+            };
+            if conversion.strategy != "Webhook" {
+                continue;
+            }
+            let kind = crd.spec.names.kind.to_ascii_lowercase();
+            let service = conversion
+                .webhook
+                .as_ref()
+                .and_then(|w| w.client_config.as_ref())
+                .and_then(|c| c.service.as_ref())
+                .unwrap_or_else(|| panic!("{name}: a service"));
+            assert_eq!(service.name, format!("{kind}-webhook"), "{name}");
+            assert_eq!(service.namespace, "kruise-system", "{name}");
+            assert_eq!(service.port, Some(443), "{name}");
+            let path = service.path.clone().unwrap_or_default();
+            assert_eq!(path, format!("/convert-{kind}"), "{name}");
+            assert!(
+                served_paths.contains(&path.as_str()),
+                "{name}: {path} is served"
+            );
+            converted.push(path);
+        }
+        converted.sort();
+        let mut expected = served_paths.map(String::from).to_vec();
+        expected.sort();
+        assert_eq!(converted, expected);
     }
 }

@@ -124,11 +124,13 @@ fn has_webhook(crd: &CustomResourceDefinition) -> bool {
         .is_some_and(|c| c.strategy == "Webhook")
 }
 
-/// Ours is converted by its controller's conversion webhook: the CRD installs the
-/// converted version unserved, and the cluster-wide controller serves it once it has
-/// registered the webhook (`kruise_api::all_crds`, `served_with_v1beta1`).
+/// Our CRD converts through a controller's webhook: it ships `strategy: Webhook` naming
+/// that controller's Service (which the controller replaces with its own endpoint).
 fn converted_by_a_controller(ours: &CustomResourceDefinition) -> bool {
-    ours.spec.versions.iter().any(|v| !v.served)
+    ours.spec
+        .conversion
+        .as_ref()
+        .is_some_and(|c| c.strategy == "Webhook" && c.webhook.is_some())
 }
 
 /// Every version of `crd` has the same schema, so the apiserver's `None` conversion
@@ -246,6 +248,6 @@ fn podunavailablebudget_keeps_the_version_upstream_stores() {
         .collect();
     assert_eq!(
         versions,
-        [("v1alpha1", true, true), ("v1beta1", false, false)]
+        [("v1alpha1", true, true), ("v1beta1", true, false)]
     );
 }

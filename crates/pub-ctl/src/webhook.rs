@@ -49,7 +49,7 @@ pub const VALIDATE_PUB_PATH: &str = "/validate-policy-kruise-io-v1alpha1-podunav
 pub const MUTATE_POD_PATH: &str = "/mutate-pod-pub";
 pub const VALIDATE_POD_PATH: &str = "/validate-pod-pub";
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-podunavailablebudget";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::PODUNAVAILABLEBUDGET;
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())

@@ -48,7 +48,7 @@ pub const POD_PATH: &str = "/mutate-pod-sidecarset";
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-sidecarset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-sidecarset";
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-sidecarset";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::SIDECARSET;
 
 fn internal(e: impl std::fmt::Display) -> HandlerError {
     HandlerError::Internal(e.to_string())

@@ -103,6 +103,9 @@ pub async fn client() -> Client {
             ensure_cluster().await.expect("local cluster");
             let client = Client::try_from(kube_config().await).expect("client");
             install_crds(&client).await.expect("install CRDs");
+            serve_conversions()
+                .await
+                .expect("the CRD conversion webhook");
         })
         .await;
     Client::try_from(kube_config().await).expect("client")
@@ -134,8 +137,123 @@ async fn ensure_cluster() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The conversion routes of every controller that converts a kind (cloneset-ctl,
+/// sidecarset-ctl, daemonset-ctl, resourcedistribution-ctl, persistentpodstate-ctl,
+/// workloadspread-ctl, uniteddeployment-ctl, crr-ctl, pub-ctl).
+pub fn conversion_routes() -> Vec<kruise_runtime::webhook::Route> {
+    vec![
+        cloneset_ctl::webhook::conversion_route(),
+        sidecarset_ctl::webhook::conversion_route(),
+        daemonset_ctl::webhook::conversion_route(),
+        resourcedistribution_ctl::webhook::conversion_route(),
+        persistentpodstate_ctl::webhook::conversion_route(),
+        workloadspread_ctl::webhook::conversion_route(),
+        uniteddeployment_ctl::webhook::conversion_route(),
+        crr_ctl::webhook::conversion_route(),
+        pub_ctl::webhook::conversion_route(),
+    ]
+}
+
+type Reregister = std::sync::mpsc::Sender<anyhow::Result<()>>;
+
+/// Asks the process's conversion server to register itself on the CRDs again.
+static REREGISTER: OnceLock<tokio::sync::mpsc::UnboundedSender<Reregister>> = OnceLock::new();
+
+/// Points the CRDs at this process's conversion webhook again, after a test pointed them
+/// elsewhere (blocking: callable from a guard's `drop`). The apiserver picks the change
+/// up asynchronously: v1beta1 reads may still fail for a moment.
+pub fn reregister_conversions() -> anyhow::Result<()> {
+    let (done, answer) = std::sync::mpsc::channel();
+    REREGISTER
+        .get()
+        .context("the conversion server is not running")?
+        .send(done)
+        .context("the conversion thread ended")?;
+    answer.recv().context("the conversion thread ended")?
+}
+
+/// Serves the conversion routes for as long as this test process lives, registered on
+/// the CRDs as a cluster-wide controller registers them. The CRDs ship naming the
+/// controllers' Services, which do not exist here (the tests run namespaced controllers,
+/// which never register a conversion): without this every v1beta1 read (kubectl's
+/// preferred version, the garbage collector's and the namespace controller's lists)
+/// would fail. Its own thread and tokio runtime: each test's runtime ends with the test.
+async fn serve_conversions() -> anyhow::Result<()> {
+    let config = kube_config().await;
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<anyhow::Result<()>>();
+    std::thread::Builder::new()
+        .name("e2e-conversion".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("conversion runtime");
+            rt.block_on(async move {
+                let started = async {
+                    let settings = kruise_runtime::Settings {
+                        watch_namespace: None,
+                        ..RunningController::settings("", "")
+                    };
+                    let runtime =
+                        kruise_runtime::Runtime::new(cloneset_ctl::IDENTITY, settings, config)
+                            .await?;
+                    let server =
+                        kruise_runtime::WebhookServer::start(&runtime, conversion_routes()).await?;
+                    anyhow::ensure!(server.register_conversions().await?, "nothing registered");
+                    Ok((runtime, server))
+                }
+                .await;
+                match started {
+                    Ok((_runtime, server)) => {
+                        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Reregister>();
+                        let _ = REREGISTER.set(tx);
+                        let _ = ready_tx.send(Ok(()));
+                        while let Some(done) = rx.recv().await {
+                            let result = server.register_conversions().await;
+                            let _ = done.send(result.map(|_| ()).map_err(anyhow::Error::from));
+                        }
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        })?;
+    ready_rx.await.context("the conversion thread ended")??;
+    wait_v1beta1_reads().await;
+    Ok(())
+}
+
+async fn wait_v1beta1_reads() {
+    // The apiserver reloads a CRD's conversion asynchronously; a v1beta1 list converts
+    // every stored object, and fails while the previous process's endpoint is still used.
+    wait_for(
+        "v1beta1 reads through this process's conversion webhook",
+        Duration::from_secs(60),
+        || async {
+            let (ok, _, err) = kubectl_async(
+                vec![
+                    "get".into(),
+                    "clonesets.v1beta1.apps.kruise.io,sidecarsets.v1beta1.apps.kruise.io,\
+                     daemonsets.v1beta1.apps.kruise.io,uniteddeployments.v1beta1.apps.kruise.io"
+                        .into(),
+                    "-A".into(),
+                    "-o".into(),
+                    "name".into(),
+                ],
+                None,
+            )
+            .await;
+            if ok { Ok(()) } else { Err(err) }
+        },
+    )
+    .await;
+}
+
 /// Applies every CRD file of `deploy/crds/` (what users apply) and waits until each is
-/// Established.
+/// Established. A conversion an earlier test process registered (a URL) is swapped back
+/// to the shipped Service first: server-side apply would otherwise leave both set.
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let dir = repo_root().join("deploy/crds");
@@ -149,6 +267,23 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
         let crd: CustomResourceDefinition =
             serde_saphyr::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
         let name = crd.metadata.name.clone().expect("crd name");
+        if let (Ok(live), Some(shipped)) = (
+            api.get(&name).await,
+            crd.spec
+                .conversion
+                .as_ref()
+                .and_then(|c| c.webhook.as_ref())
+                .and_then(|w| w.client_config.as_ref()),
+        ) {
+            let shipped = serde_json::to_value(shipped)?;
+            let replace =
+                kruise_runtime::webhook::conversion::replace_other_endpoint_patch(&live, &shipped);
+            if let Some(replace) = replace {
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&replace))
+                    .await
+                    .with_context(|| format!("reset the conversion of {name}"))?;
+            }
+        }
         api.patch(
             &name,
             &PatchParams::apply("kruise-e2e").force(),

@@ -2,11 +2,10 @@
 //! WorkloadSpread, UnitedDeployment and ContainerRecreateRequest served as
 //! `apps.kruise.io/v1beta1`, PodUnavailableBudget as `policy.kruise.io/v1beta1` (OpenKruise
 //! 1.9's shapes), through the controllers' CRD conversion webhooks, while stored and
-//! reconciled as v1alpha1. The CRDs' conversion points at a webhook server started here with the
-//! controllers' own conversion routes, as a cluster-wide controller registers it; the
-//! guard puts the CRDs back to `strategy: None` afterwards (other tests run namespaced
-//! controllers, which never register a conversion). Changing a CRD's conversion ends every
-//! watch on that kind, so `make test` runs these tests alone, after the others.
+//! reconciled as v1alpha1. The harness serves the controllers' own conversion routes for
+//! the whole test process and registers them on the CRDs, as each cluster-wide controller
+//! does. One test here points the CRDs away from that webhook, which ends every watch on
+//! those kinds cluster-wide, so `make test` runs these tests alone, after the others.
 
 // Our CRDs over OpenKruise's, on copies under private groups that keep upstream's plurals
 // and short names: while they exist `kubectl get cloneset` is ambiguous, so they run here,
@@ -27,11 +26,9 @@ use kruise_api::apps_v1beta1::daemonset::DaemonSet as BetaDaemonSet;
 use kruise_api::apps_v1beta1::sidecarset::SidecarSet as BetaSidecarSet;
 use kruise_api::keys;
 use kruise_e2e::{RunningController, TestNamespace, kubectl, wait_for};
-use kruise_runtime::WebhookServer;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use tokio::sync::Mutex;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const CRDS: [&str; 9] = [
@@ -46,60 +43,23 @@ const CRDS: [&str; 9] = [
     "podunavailablebudgets.policy.kruise.io",
 ];
 
-/// One test at a time owns the CRDs' conversion.
-static CONVERSION: Mutex<()> = Mutex::const_new(());
-
-/// Serves the conversion routes and registers them on the CRDs, as each cluster-wide
-/// controller (cloneset-ctl, sidecarset-ctl, daemonset-ctl, resourcedistribution-ctl,
-/// persistentpodstate-ctl, workloadspread-ctl, uniteddeployment-ctl, crr-ctl, pub-ctl) does
-/// at start.
-async fn conversion_server(ns: &TestNamespace) -> (RunningController, ResetConversion) {
-    let ctl = RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", |rt| async move {
-        let routes = vec![
-            cloneset_ctl::webhook::conversion_route(),
-            sidecarset_ctl::webhook::conversion_route(),
-            daemonset_ctl::webhook::conversion_route(),
-            resourcedistribution_ctl::webhook::conversion_route(),
-            persistentpodstate_ctl::webhook::conversion_route(),
-            workloadspread_ctl::webhook::conversion_route(),
-            uniteddeployment_ctl::webhook::conversion_route(),
-            crr_ctl::webhook::conversion_route(),
-            pub_ctl::webhook::conversion_route(),
-        ];
-        let server = WebhookServer::start(&rt, routes).await?;
-        anyhow::ensure!(server.register_conversions().await?, "nothing registered");
-        rt.shutdown.cancelled().await;
-        Ok(())
-    })
-    .await;
-    // Registered once the CRDs name the server (the runtime reports ready before).
-    wait_for(
-        "the CRDs to point at the conversion webhook",
-        MINUTE,
-        || async {
-            for crd in CRDS {
-                let (_, out, err) = kubectl(
-                    &[
-                        "get",
-                        "crd",
-                        crd,
-                        "-o",
-                        "jsonpath={.spec.conversion.strategy}",
-                    ],
-                    None,
-                );
-                if out.trim() != "Webhook" {
-                    return Err(format!("{crd}: {out} {err}"));
-                }
-            }
-            Ok(())
-        },
-    )
-    .await;
-    let reset = ResetConversion;
-    kruise_e2e::forget_discovery();
+/// The CRDs point at the test process's conversion webhook (the harness registers it, as
+/// each cluster-wide controller does at start); waits until the apiserver uses it.
+async fn conversion_served(ns: &TestNamespace) {
+    for crd in CRDS {
+        let (_, url, err) = kubectl(
+            &[
+                "get",
+                "crd",
+                crd,
+                "-o",
+                "jsonpath={.spec.conversion.webhook.clientConfig.url}",
+            ],
+            None,
+        );
+        assert!(url.starts_with("https://127.0.0.1:"), "{crd}: {url} {err}");
+    }
     wait_conversion_effective(ns).await;
-    (ctl, reset)
 }
 
 /// The apiserver converts through the webhook only once it has reloaded the CRDs:
@@ -170,51 +130,14 @@ spec:
     .await;
 }
 
-/// Puts the CRDs back as `deploy/crds` installs them: conversion `None`, v1beta1 unserved.
-struct ResetConversion;
-
-impl Drop for ResetConversion {
-    fn drop(&mut self) {
-        for crd in CRDS {
-            let file = kruise_e2e::repo_root().join(format!("deploy/crds/{crd}.yaml"));
-            let _ = kubectl(
-                &[
-                    "patch",
-                    "crd",
-                    crd,
-                    "--type=merge",
-                    "-p",
-                    r#"{"spec":{"conversion":{"strategy":"None","webhook":null}}}"#,
-                ],
-                None,
-            );
-            let _ = kubectl(
-                &[
-                    "apply",
-                    "--server-side",
-                    "--force-conflicts",
-                    "-f",
-                    file.to_str().unwrap(),
-                ],
-                None,
-            );
-        }
-        // The apiserver swaps the CRD's handler asynchronously; let watchers move off the
-        // webhook before the server behind it stops. kubectl must rediscover the versions.
-        std::thread::sleep(Duration::from_secs(2));
-        kruise_e2e::forget_discovery();
-    }
-}
-
 async fn apply(ns: &TestNamespace, yaml: &str) {
     ns.apply(yaml).await.expect("kubectl apply");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1beta1_cloneset_is_stored_as_v1alpha1_and_reconciled_in_place() {
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-cs").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let _ctl =
         RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", cloneset_ctl::run).await;
 
@@ -332,9 +255,8 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1alpha1_cloneset_reads_as_v1beta1_and_a_sidecarset_converts_both_ways() {
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-read").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
 
     ns.apply(
         "
@@ -441,9 +363,8 @@ impl Drop for DeleteSidecarSet {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v1beta1_daemonset_is_stored_as_v1alpha1_and_reads_its_status_back() {
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-ds").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let _ctl =
         RunningController::start(daemonset_ctl::IDENTITY, &ns.name, "", daemonset_ctl::run).await;
 
@@ -583,9 +504,8 @@ async fn a_v1beta1_resourcedistribution_selects_by_namespace_selector_and_report
     use kruise_api::apps_v1alpha1::ResourceDistribution;
     use kruise_api::apps_v1beta1::resourcedistribution::ResourceDistribution as BetaRd;
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-rd").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let _ctl = RunningController::start(
         resourcedistribution_ctl::IDENTITY,
         &ns.name,
@@ -739,9 +659,8 @@ async fn a_v1beta1_persistentpodstate_records_the_topology_keys_it_names() {
     use kruise_api::apps_v1beta1::persistentpodstate::PersistentPodState as BetaPps;
     const ZONE: &str = "topology.kubernetes.io/zone";
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-pps").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let _ctl = RunningController::start(
         persistentpodstate_ctl::IDENTITY,
         &ns.name,
@@ -832,9 +751,8 @@ async fn a_v1beta1_workloadspread_places_pods_by_its_renamed_node_selectors() {
     use kruise_api::apps_v1beta1::workloadspread::WorkloadSpread as BetaWs;
     const ZONE: &str = "topology.kubernetes.io/zone";
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-ws").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     // zone-a takes one Pod, zone-b the rest; both named by v1beta1's requiredNodeSelector.
     let manifest = format!(
         "
@@ -957,9 +875,8 @@ async fn a_v1beta1_uniteddeployment_reads_subset_replicas_and_revision_from_its_
     use kruise_api::apps_v1alpha1::UnitedDeployment;
     use kruise_api::apps_v1beta1::uniteddeployment::UnitedDeployment as BetaUd;
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-ud").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let _ctl = RunningController::start(
         uniteddeployment_ctl::IDENTITY,
         &ns.name,
@@ -1058,9 +975,8 @@ async fn a_v1alpha1_crr_reads_as_v1beta1_with_its_annotations_as_status() {
     use kruise_api::apps_v1beta1::containerrecreaterequest::ContainerRecreateRequest as BetaCrr;
     const AT: &str = "2026-11-26T08:00:00Z";
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-crr").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     let snapshot =
         r#"[{"name":"app","ready":true,"restartCount":1,"containerID":"containerd://new"}]"#;
     apply(
@@ -1153,9 +1069,8 @@ async fn a_v1beta1_pub_is_stored_with_the_annotations_pub_ctl_reads() {
     use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
     use kruise_api::policy_v1beta1::PodUnavailableBudget as BetaPub;
 
-    let _one = CONVERSION.lock().await;
     let ns = TestNamespace::new("conv-pub").await;
-    let (_server, _reset) = conversion_server(&ns).await;
+    conversion_served(&ns).await;
     apply_v1beta1(
         &ns,
         "the PUB applied as v1beta1",
@@ -1212,4 +1127,115 @@ spec:
             .annotations()
             .contains_key(IGNORED_POD_SELECTOR_ANNOTATION)
     );
+}
+
+/// Points the CRDs back at the process's conversion webhook when the test ends, however.
+struct ConversionBack;
+
+impl Drop for ConversionBack {
+    fn drop(&mut self) {
+        if let Err(e) = kruise_e2e::reregister_conversions() {
+            eprintln!("re-registering the conversion webhook: {e:#}");
+        }
+    }
+}
+
+/// OpenKruise 1.9 owns Pods as `apps.kruise.io/v1beta1` (CloneSet, Advanced DaemonSet,
+/// UnitedDeployment). Right after our CRDs are applied over its install, before any
+/// controller of ours registers its conversion webhook, v1beta1 reads must fail (and be
+/// retried), never answer 404: the garbage collector takes a 404 for "the owner is gone"
+/// and deletes the Pods (seen once, when our CRDs shipped v1beta1 unserved).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_owned_as_v1beta1_survive_while_no_conversion_webhook_answers() {
+    let ns = TestNamespace::new("conv-gc").await;
+    conversion_served(&ns).await;
+    let _back = ConversionBack;
+    // The CRDs as shipped: conversion at the controllers' Services, absent here.
+    kruise_e2e::install_crds(&ns.client)
+        .await
+        .expect("apply deploy/crds");
+    let (_, url, _) = kubectl(
+        &[
+            "get",
+            "crd",
+            "clonesets.apps.kruise.io",
+            "-o",
+            "jsonpath={.spec.conversion.webhook.clientConfig.service.name} {.spec.versions[*].served}",
+        ],
+        None,
+    );
+    assert_eq!(url.trim(), "cloneset-webhook true true");
+    apply(
+        &ns,
+        "
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata: {name: owner}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: owned}}
+  template:
+    metadata: {labels: {app: owned}}
+    spec: {containers: [{name: c, image: busybox}]}
+",
+    )
+    .await;
+    let cs: CloneSet = ns.api().get("owner").await.expect("the CloneSet");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "owned", "labels": {"app": "owned"},
+            "ownerReferences": [{"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
+                "name": "owner", "uid": cs.uid().unwrap(),
+                "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .unwrap();
+    let pods: Api<Pod> = ns.api();
+    let uid = pods
+        .create(&Default::default(), &pod)
+        .await
+        .expect("create the Pod")
+        .uid();
+    // The garbage collector looks at a new dependent within a second or two; give it ten.
+    let (ok, _, err) = kubectl(
+        &[
+            "get",
+            "clonesets.v1beta1.apps.kruise.io",
+            "owner",
+            "-n",
+            &ns.name,
+        ],
+        None,
+    );
+    assert!(!ok, "a v1beta1 read fails while nothing converts");
+    assert!(!err.contains("NotFound"), "and is no 404: {err}");
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let live = pods.get_opt("owned").await.expect("read the Pod");
+        assert_eq!(live.map(|p| p.uid()), Some(uid.clone()), "the Pod is kept");
+    }
+    // Our controller registers its webhook: the owner reads as v1beta1 and the Pod stays.
+    kruise_e2e::reregister_conversions().expect("register the conversion webhook");
+    wait_for("the owner read as v1beta1", MINUTE, || async {
+        let (ok, out, err) = kubectl(
+            &[
+                "get",
+                "clonesets.v1beta1.apps.kruise.io",
+                "owner",
+                "-n",
+                &ns.name,
+                "-o",
+                "jsonpath={.metadata.uid}",
+            ],
+            None,
+        );
+        if ok && out == cs.uid().unwrap() {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let live = pods.get_opt("owned").await.expect("read the Pod");
+    assert_eq!(live.map(|p| p.uid()), Some(uid), "the Pod is kept");
 }

@@ -367,3 +367,66 @@ fn the_uninstall_guard_checks_every_crd_but_node_images_and_may_read_exactly_tho
     let off = helm_template(&["uninstallGuard.enabled=false"]).expect("helm template");
     assert!(!off.iter().any(kruise_helm_tests::is_hook));
 }
+
+/// A CRD converted by webhook names the webhook Service of the controller that serves the
+/// conversion, in the namespace the chart installs into: a wrong name or namespace leaves
+/// every v1beta1 read failing until that controller registers itself.
+#[test]
+fn each_conversion_names_a_webhook_service_the_chart_renders_in_its_namespace() {
+    for (namespace, set) in [
+        ("kruise-system", vec!["crds.installAll=true"]),
+        (
+            "elsewhere",
+            vec!["crds.installAll=true", "installation.namespace=elsewhere"],
+        ),
+    ] {
+        let objs = helm_template(&set).expect("helm template");
+        let services: BTreeSet<(String, String)> = objs
+            .iter()
+            .filter(|o| o["kind"] == "Service")
+            .map(|o| {
+                (
+                    o["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                    o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let mut converted = 0;
+        for crd in objs
+            .iter()
+            .filter(|o| o["kind"] == "CustomResourceDefinition")
+        {
+            let Some(service) = crd.pointer("/spec/conversion/webhook/clientConfig/service") else {
+                continue;
+            };
+            converted += 1;
+            let at = (
+                service["namespace"].as_str().unwrap_or("").to_string(),
+                service["name"].as_str().unwrap_or("").to_string(),
+            );
+            assert_eq!(at.0, namespace, "{}", crd["metadata"]["name"]);
+            assert!(
+                services.contains(&at),
+                "{}: Service {at:?} is not rendered",
+                crd["metadata"]["name"]
+            );
+        }
+        assert_eq!(converted, 9, "the nine kinds converted by webhook");
+    }
+    // kustomize installs into kruise-system: the same Services.
+    let k = kustomize("all").expect("kustomize build");
+    for crd in k.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
+        if let Some(service) = crd.pointer("/spec/conversion/webhook/clientConfig/service") {
+            assert!(
+                k.iter().any(|o| o["kind"] == "Service"
+                    && o["metadata"]["name"] == service["name"]
+                    && o["metadata"]["namespace"] == service["namespace"]),
+                "{}: {service}",
+                crd["metadata"]["name"]
+            );
+        }
+    }
+}

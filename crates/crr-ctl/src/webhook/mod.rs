@@ -414,7 +414,7 @@ pub fn routes(client: kube::Client, daemon_enabled: bool) -> Vec<Route> {
 }
 
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-containerrecreaterequest";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::CONTAINERRECREATEREQUEST;
 
 /// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
 pub fn conversion_route() -> Route {

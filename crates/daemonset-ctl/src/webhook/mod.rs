@@ -24,7 +24,7 @@ pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};
 pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-v1alpha1-daemonset";
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-daemonset";
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-daemonset";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::DAEMONSET;
 
 /// The webhook routes: defaulting, validation and v1beta1 conversion.
 pub fn routes() -> Vec<Route> {

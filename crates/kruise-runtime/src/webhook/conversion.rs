@@ -116,6 +116,39 @@ pub(crate) fn crd_conversion_patch(crd: &str, client_config: Value) -> Value {
     })
 }
 
+/// A merge patch that swaps the live CRD's conversion endpoint to `client_config` when
+/// the live one is of the other form (a `service` where ours is a `url`, or the reverse),
+/// or `None` when there is nothing to drop.
+pub fn replace_other_endpoint_patch(
+    live: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    client_config: &Value,
+) -> Option<Value> {
+    let live_config = live
+        .spec
+        .conversion
+        .as_ref()?
+        .webhook
+        .as_ref()?
+        .client_config
+        .as_ref()?;
+    let ours_is_url = client_config.get("url").is_some_and(|u| !u.is_null());
+    let other_is_set = if ours_is_url {
+        live_config.service.is_some()
+    } else {
+        live_config.url.is_some()
+    };
+    if !other_is_set {
+        return None;
+    }
+    let mut config = client_config.clone();
+    let other = if ours_is_url { "service" } else { "url" };
+    config[other] = Value::Null;
+    Some(json!({"spec": {"conversion": {
+        "strategy": "Webhook",
+        "webhook": {"clientConfig": config, "conversionReviewVersions": ["v1"]},
+    }}}))
+}
+
 /// The JSON patch that sets `served: true` on every unserved version of `crd` (each
 /// guarded by a `test` of the version's name), or `None` when all are served.
 pub(crate) fn serve_all_versions_patch(
@@ -219,5 +252,33 @@ mod tests {
         let (response, decision) = answer(&ctx, Ok(Bytes::from_static(b"{not json")));
         assert_eq!(decision, "decode");
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+    #[test]
+    fn a_shipped_service_is_dropped_before_a_url_is_applied_and_the_reverse() {
+        let crd = |config: Value| -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+            serde_json::from_value(json!({
+                "metadata": {"name": "xs.x.io"},
+                "spec": {"group": "x.io", "scope": "Namespaced",
+                         "names": {"plural": "xs", "kind": "X"},
+                         "versions": [],
+                         "conversion": {"strategy": "Webhook", "webhook": {
+                             "clientConfig": config, "conversionReviewVersions": ["v1"]}}}
+            }))
+            .unwrap()
+        };
+        let service = json!({"service": {"namespace": "kruise-system", "name": "x-webhook",
+                                          "path": "/convert-x", "port": 443}});
+        let url = json!({"url": "https://127.0.0.1:9443/convert-x", "caBundle": "Q0E="});
+        let patch = replace_other_endpoint_patch(&crd(service.clone()), &url).unwrap();
+        let config = &patch["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert_eq!(config["service"], Value::Null);
+        assert_eq!(config["url"], url["url"]);
+        let patch = replace_other_endpoint_patch(&crd(url.clone()), &service).unwrap();
+        let config = &patch["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert_eq!(config["url"], Value::Null);
+        assert_eq!(config["service"]["name"], "x-webhook");
+        // Same form: server-side apply alone takes it over.
+        assert!(replace_other_endpoint_patch(&crd(service.clone()), &service).is_none());
+        assert!(replace_other_endpoint_patch(&crd(url.clone()), &url).is_none());
     }
 }

@@ -853,12 +853,19 @@ impl Shared {
             let client_config = self.endpoint.client_config(path, bundle.as_deref())?;
             let client_config = serde_json::to_value(client_config)
                 .map_err(|e| Error::Webhook(format!("clientConfig of {crd}: {e}")))?;
-            let patch = conversion::crd_conversion_patch(crd, client_config);
-            crds.patch(crd, &params, &Patch::Apply(&patch)).await?;
-            // With the conversion in place every version can be served (the CRDs ship
-            // the converted versions unserved).
+            // Server-side apply merges `clientConfig` field by field: over the Service the
+            // CRD ships with (owned by whoever applied it) our URL would leave both set,
+            // which the apiserver refuses. The other form is dropped first.
             let live = crds.get(crd).await?;
-            if let Some(serve) = conversion::serve_all_versions_patch(&live) {
+            if let Some(replace) = conversion::replace_other_endpoint_patch(&live, &client_config) {
+                crds.patch(crd, &PatchParams::default(), &Patch::Merge(&replace))
+                    .await?;
+            }
+            let patch = conversion::crd_conversion_patch(crd, client_config);
+            let applied = crds.patch(crd, &params, &Patch::Apply(&patch)).await?;
+            // Older installs shipped the converted versions unserved: with the conversion
+            // in place every version can be served.
+            if let Some(serve) = conversion::serve_all_versions_patch(&applied) {
                 crds.patch(crd, &PatchParams::default(), &Patch::Json::<()>(serve))
                     .await?;
             }

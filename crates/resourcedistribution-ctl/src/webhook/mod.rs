@@ -268,7 +268,7 @@ pub fn routes(client: kube::Client, enabled: bool, dry_run_namespace: String) ->
 }
 
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-resourcedistribution";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::RESOURCEDISTRIBUTION;
 
 /// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
 pub fn conversion_route() -> Route {

@@ -15,7 +15,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
-use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
+use kruise_runtime::webhook::field::{
+    FieldError, forbidden, invalid, invalid_detail, not_supported, required,
+};
 use kruise_runtime::webhook::{
     AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
     json_objects,
@@ -161,9 +163,9 @@ fn template_errors(ud: &UnitedDeployment) -> Vec<FieldError> {
     }
     let partition_pointer = match kind {
         WorkloadKind::CloneSet => Some("/spec/updateStrategy/partition"),
-        WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => {
-            Some("/spec/updateStrategy/rollingUpdate/partition")
-        }
+        WorkloadKind::StatefulSet
+        | WorkloadKind::AdvancedStatefulSet
+        | WorkloadKind::CloneSetV1beta1 => Some("/spec/updateStrategy/rollingUpdate/partition"),
         WorkloadKind::Deployment => None,
     };
     if let Some((pointer, p)) = partition_pointer
@@ -181,12 +183,71 @@ fn template_errors(ud: &UnitedDeployment) -> Vec<FieldError> {
         .topology
         .schedule_strategy
         .should_reserve_unschedulable_pods()
-        && !matches!(kind, WorkloadKind::Deployment | WorkloadKind::CloneSet)
+        && !matches!(
+            kind,
+            WorkloadKind::Deployment | WorkloadKind::CloneSet | WorkloadKind::CloneSetV1beta1
+        )
     {
         errors.push(forbidden(
             "spec.topology.scheduleStrategy.adaptive.reserveUnschedulablePods",
             RESERVE_ONLY_STATELESS,
         ));
+    }
+    if kind == WorkloadKind::CloneSetV1beta1
+        && let Some(spec) = template.get("spec")
+    {
+        errors.extend(v1beta1_cloneset_errors(spec, &path));
+    }
+    errors
+}
+
+/// A v1beta1-shaped CloneSet template: its strategy enums named as v1beta1 spells them
+/// (openkruise/kruise v1.9.0 apis/apps/v1beta1/cloneset_types.go), then the whole spec
+/// read as a v1beta1 CloneSetSpec. Decoding the UnitedDeployment only read it as the
+/// v1alpha1 CloneSetSpec it converts to, which maps an unknown `podUpdatePolicy` to
+/// `ReCreate` and takes any `enablePVCReuse` that is not `true` for false.
+fn v1beta1_cloneset_errors(spec: &Value, path: &str) -> Vec<FieldError> {
+    const TYPES: [&str; 2] = ["OnDelete", "RollingUpdate"];
+    const POLICIES: [&str; 3] = ["InPlaceIfPossible", "InPlaceOnly", "ReCreate"];
+    let supported = |values: &[&str]| {
+        let quoted: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+        format!("supported values: {}", quoted.join(", "))
+    };
+    let mut errors = Vec::new();
+    for (pointer, field, values) in [
+        ("/updateStrategy/type", "updateStrategy.type", &TYPES[..]),
+        (
+            "/updateStrategy/rollingUpdate/podUpdatePolicy",
+            "updateStrategy.rollingUpdate.podUpdatePolicy",
+            &POLICIES[..],
+        ),
+    ] {
+        if let Some(v) = spec.pointer(pointer).filter(|v| !v.is_null())
+            && !v.as_str().is_some_and(|s| values.contains(&s))
+        {
+            errors.push(not_supported(
+                format!("{path}.{field}"),
+                v,
+                supported(values),
+            ));
+        }
+    }
+    if errors.is_empty() {
+        let mut typed = spec.clone();
+        if let Some(map) = typed.as_object_mut() {
+            // The controller sets the selector; the pod template is checked elsewhere.
+            for key in ["selector", "template"] {
+                map.entry(key).or_insert_with(|| json!({}));
+            }
+        }
+        if let Err(e) =
+            serde_json::from_value::<kruise_api::apps_v1beta1::cloneset::CloneSetSpec>(typed)
+        {
+            errors.push(invalid_detail(
+                path,
+                format!("not a v1beta1 CloneSetSpec: {e}"),
+            ));
+        }
     }
     errors
 }
@@ -397,7 +458,7 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The CRD conversion webhook (v1alpha1 ⇄ v1beta1), registered by cluster-wide instances.
-pub const CONVERT_PATH: &str = "/convert-uniteddeployment";
+pub const CONVERT_PATH: &str = kruise_api::conversion::path::UNITEDDEPLOYMENT;
 
 /// v1beta1 clients are served through conversion (stored and reconciled: v1alpha1).
 pub fn conversion_route() -> Route {
