@@ -301,7 +301,8 @@ spec:
             crd.spec
                 .conversion
                 .as_ref()
-                .map_or(json!({"strategy": "None"}), |c| serde_json::to_value(c).unwrap()),
+                .map_or(json!({"strategy": "None"}), |c| serde_json::to_value(c)
+                    .unwrap()),
             "{name}: no kruise-manager webhook left"
         );
     }
