@@ -152,8 +152,18 @@ pub struct AdvancedStatefulSetTemplateSpec {
     pub spec: crate::apps_v1beta1::StatefulSetSpec,
 }
 
-/// Template of CloneSet subsets.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// Template of CloneSet subsets, in either of two shapes: `spec` as a v1alpha1
+/// CloneSetSpec (ours, and OpenKruise up to 1.8), or as a v1beta1 CloneSetSpec, which is
+/// how OpenKruise v1.9.0 types it in both UnitedDeployment versions
+/// (apis/apps/v1alpha1/uniteddeployment_types.go `CloneSetTemplateSpec`). Which shape a
+/// template is in: [`is_v1beta1_cloneset_spec`].
+///
+/// `metadata` and `spec` are always the v1alpha1 reading. A v1beta1-shaped template is
+/// converted to it as a CloneSet would be ([`crate::conversion::convert_cloneset`]) and
+/// is also kept as written in [`CloneSetTemplateSpec::v1beta1`]: serializing gives that
+/// back unchanged, so a stored template is never rewritten into the other shape, and
+/// the subset CloneSets are built from it as `apps.kruise.io/v1beta1` objects.
+#[derive(Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct CloneSetTemplateSpec {
     /// Labels and annotations of the subset workloads.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -163,6 +173,134 @@ pub struct CloneSetTemplateSpec {
     #[serde(deserialize_with = "workload_spec")]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub spec: CloneSetSpec,
+    /// The whole template (`metadata` and `spec`) as written, when it is v1beta1-shaped;
+    /// `None` for a v1alpha1-shaped one. While it is set it is what serializes: a change
+    /// to `metadata` or `spec` alone is not written.
+    #[schemars(skip)]
+    pub v1beta1: Option<serde_json::Value>,
+}
+
+impl CloneSetTemplateSpec {
+    /// Whether the template was written in the v1beta1 CloneSetSpec shape.
+    pub fn is_v1beta1(&self) -> bool {
+        self.v1beta1.is_some()
+    }
+
+    /// Reads a template of either shape (see the type).
+    pub fn from_value(template: serde_json::Value) -> Result<Self, String> {
+        let beta = template.get("spec").is_some_and(is_v1beta1_cloneset_spec);
+        if !beta {
+            let typed: TypedCloneSetTemplate =
+                serde_json::from_value(template).map_err(|e| format!("cloneSetTemplate: {e}"))?;
+            return Ok(CloneSetTemplateSpec {
+                metadata: typed.metadata,
+                spec: typed.spec,
+                v1beta1: None,
+            });
+        }
+        let wrapper = serde_json::json!({
+            "apiVersion": crate::conversion::V1BETA1,
+            "kind": "CloneSet",
+            "metadata": template.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+            "spec": template["spec"].clone(),
+        });
+        let alpha = crate::conversion::convert_cloneset(wrapper, crate::conversion::V1ALPHA1)?;
+        let typed: TypedCloneSetTemplate = serde_json::from_value(serde_json::json!({
+            "metadata": alpha["metadata"],
+            "spec": alpha["spec"],
+        }))
+        .map_err(|e| format!("cloneSetTemplate (v1beta1 CloneSetSpec read as v1alpha1): {e}"))?;
+        Ok(CloneSetTemplateSpec {
+            metadata: typed.metadata,
+            spec: typed.spec,
+            v1beta1: Some(template),
+        })
+    }
+}
+
+/// Whether a `cloneSetTemplate.spec` is written in the v1beta1 CloneSetSpec shape
+/// (OpenKruise v1.9.0) rather than the v1alpha1 one. It is when it names what only
+/// v1beta1 has (the names [`crate::conversion::cloneset_to_v1alpha1`] converts):
+/// - `updateStrategy.type: RollingUpdate` (v1alpha1's types are `ReCreate`,
+///   `InPlaceIfPossible`, `InPlaceOnly` and `OnDelete`);
+/// - `updateStrategy.rollingUpdate`;
+/// - `scaleStrategy.enablePVCReuse` or `scaleStrategy.excludePreparingDelete`;
+/// - `updateStrategy.type: OnDelete`, which both versions spell alike, unless the spec
+///   also names a field only v1alpha1 has (`scaleStrategy.disablePVCReuse`, or one of
+///   the rolling-update settings v1alpha1 keeps directly under `updateStrategy`):
+///   OpenKruise v1.9.0 reads every template as v1beta1, so the bare type is read as
+///   it does (PVC reuse then off unless `enablePVCReuse`).
+///
+/// Anything else, a spec without an update strategy included, is v1alpha1-shaped.
+pub fn is_v1beta1_cloneset_spec(spec: &serde_json::Value) -> bool {
+    let strategy = spec.get("updateStrategy");
+    let strategy_type = strategy
+        .and_then(|s| s.get("type"))
+        .and_then(serde_json::Value::as_str);
+    let scale = spec.get("scaleStrategy");
+    let scale_has = |key: &str| scale.and_then(|s| s.get(key)).is_some();
+    if strategy_type == Some("RollingUpdate")
+        || strategy.and_then(|s| s.get("rollingUpdate")).is_some()
+        || scale_has("enablePVCReuse")
+        || scale_has("excludePreparingDelete")
+    {
+        return true;
+    }
+    const V1ALPHA1_STRATEGY_FIELDS: [&str; 7] = [
+        "partition",
+        "maxUnavailable",
+        "maxSurge",
+        "paused",
+        "priorityStrategy",
+        "scatterStrategy",
+        "inPlaceUpdateStrategy",
+    ];
+    let names_v1alpha1_only = scale_has("disablePVCReuse")
+        || V1ALPHA1_STRATEGY_FIELDS
+            .iter()
+            .any(|key| strategy.and_then(|s| s.get(*key)).is_some());
+    strategy_type == Some("OnDelete") && !names_v1alpha1_only
+}
+
+/// The v1alpha1 reading of a CloneSet template, as serde sees it.
+#[derive(Serialize, Deserialize)]
+struct TypedCloneSetTemplate {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(deserialize_with = "workload_spec")]
+    spec: CloneSetSpec,
+}
+
+/// [`TypedCloneSetTemplate`] borrowed, for serializing.
+#[derive(Serialize)]
+struct TypedCloneSetTemplateRef<'a> {
+    #[serde(skip_serializing_if = "is_default_meta")]
+    metadata: &'a ObjectMeta,
+    spec: &'a CloneSetSpec,
+}
+
+fn is_default_meta(meta: &&ObjectMeta) -> bool {
+    is_default(*meta)
+}
+
+impl Serialize for CloneSetTemplateSpec {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.v1beta1 {
+            Some(written) => written.serialize(serializer),
+            None => TypedCloneSetTemplateRef {
+                metadata: &self.metadata,
+                spec: &self.spec,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CloneSetTemplateSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        CloneSetTemplateSpec::from_value(value).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Template of `apps/v1` Deployment subsets.
@@ -706,6 +844,134 @@ status:
         assert_eq!(cs.metadata.labels.unwrap()["app"], "cs");
         let asts = parsed.advanced_stateful_set_template.unwrap();
         assert_eq!(asts.metadata.labels.unwrap()["app"], "asts");
+    }
+
+    /// A UnitedDeployment whose CloneSet template is an OpenKruise v1.9 (v1beta1) one, as
+    /// serde_json writes it back (struct order outside the template, sorted keys inside).
+    const UD_V1BETA1_TEMPLATE: &str = concat!(
+        r#"{"apiVersion":"apps.kruise.io/v1alpha1","kind":"UnitedDeployment","#,
+        r#""metadata":{"name":"ud","namespace":"default"},"#,
+        r#""spec":{"selector":{"matchLabels":{"app":"ud"}},"template":{"cloneSetTemplate":{"#,
+        r#""metadata":{"labels":{"app":"ud"}},"#,
+        r#""spec":{"scaleStrategy":{"excludePreparingDelete":true},"#,
+        r#""selector":{"matchLabels":{"app":"ud"}},"#,
+        r#""template":{"metadata":{"labels":{"app":"ud"}},"#,
+        r#""spec":{"containers":[{"image":"nginx:alpine","name":"main"}]}},"#,
+        r#""updateStrategy":{"rollingUpdate":{"maxUnavailable":1,"podUpdatePolicy":"InPlaceIfPossible"},"#,
+        r#""type":"RollingUpdate"}}}},"#,
+        r#""topology":{"subsets":[{"name":"subset-a"}]}}}"#
+    );
+
+    #[test]
+    fn v1beta1_clone_set_template_decodes_and_writes_back_unchanged() {
+        let ud: UnitedDeployment = serde_json::from_str(UD_V1BETA1_TEMPLATE).unwrap();
+        assert_eq!(serde_json::to_string(&ud).unwrap(), UD_V1BETA1_TEMPLATE);
+
+        let cs = ud.spec.template.clone_set_template.as_ref().unwrap();
+        assert!(cs.is_v1beta1());
+        // The v1alpha1 reading, as the CloneSet conversion gives it.
+        let strategy = &cs.spec.update_strategy;
+        assert_eq!(
+            strategy.type_,
+            Some(super::super::CloneSetUpdateStrategyType::InPlaceIfPossible)
+        );
+        assert_eq!(strategy.max_unavailable, Some(IntOrString::Int(1)));
+        assert!(cs.spec.scale_strategy.disable_pvc_reuse);
+        let labels = cs.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["app"], "ud");
+        assert_eq!(
+            labels[crate::keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE],
+            "true"
+        );
+        assert_eq!(
+            cs.spec.template.spec.as_ref().unwrap().containers[0].name,
+            "main"
+        );
+
+        // The v1beta1 UnitedDeployment holds the same template.
+        let beta: crate::apps_v1beta1::uniteddeployment::UnitedDeployment =
+            serde_json::from_str(UD_V1BETA1_TEMPLATE).unwrap();
+        assert_eq!(beta.spec.template, ud.spec.template);
+    }
+
+    #[test]
+    fn v1alpha1_clone_set_template_stays_typed() {
+        let template = serde_json::json!({"cloneSetTemplate": {
+            "metadata": {"labels": {"app": "cs"}},
+            "spec": {
+                "selector": {"matchLabels": {"app": "cs"}},
+                "template": {"metadata": {"labels": {"app": "cs"}}, "spec": {"containers": []}},
+                "updateStrategy": {"type": "InPlaceOnly", "maxUnavailable": 2}
+            }
+        }});
+        let parsed: SubsetTemplate = serde_json::from_value(template.clone()).unwrap();
+        let cs = parsed.clone_set_template.as_ref().unwrap();
+        assert!(!cs.is_v1beta1());
+        assert_eq!(
+            cs.spec.update_strategy.max_unavailable,
+            Some(IntOrString::Int(2))
+        );
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), template);
+        // A typed change is written.
+        let mut changed = cs.as_ref().clone();
+        changed.spec.min_ready_seconds = 5;
+        assert_eq!(
+            serde_json::to_value(&changed).unwrap()["spec"]["minReadySeconds"],
+            5
+        );
+
+        let bad = serde_json::json!({"cloneSetTemplate": {"spec": {"updateStrategy": {"type": "Bogus"}}}});
+        let err = serde_json::from_value::<SubsetTemplate>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cloneSetTemplate: unknown variant `Bogus`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn v1beta1_shape_detection() {
+        use serde_json::json;
+        let beta = [
+            json!({"updateStrategy": {"type": "RollingUpdate"}}),
+            json!({"updateStrategy": {"rollingUpdate": {"partition": 1}}}),
+            json!({"updateStrategy": {"type": "InPlaceIfPossible", "rollingUpdate": {}}}),
+            json!({"scaleStrategy": {"enablePVCReuse": false}}),
+            json!({"scaleStrategy": {"excludePreparingDelete": true}}),
+            json!({"updateStrategy": {"type": "OnDelete"}}),
+            json!({"updateStrategy": {"type": "OnDelete"}, "scaleStrategy": {"maxUnavailable": 1}}),
+        ];
+        for spec in beta {
+            assert!(is_v1beta1_cloneset_spec(&spec), "{spec}");
+        }
+        let alpha = [
+            json!({}),
+            json!({"updateStrategy": {}}),
+            json!({"updateStrategy": {"type": "ReCreate"}}),
+            json!({"updateStrategy": {"type": "InPlaceIfPossible", "maxUnavailable": 1}}),
+            json!({"scaleStrategy": {"disablePVCReuse": true}}),
+            json!({"updateStrategy": {"type": "OnDelete", "maxSurge": 1}}),
+            json!({"updateStrategy": {"type": "OnDelete"}, "scaleStrategy": {"disablePVCReuse": true}}),
+        ];
+        for spec in alpha {
+            assert!(!is_v1beta1_cloneset_spec(&spec), "{spec}");
+        }
+        // An OnDelete v1beta1 template reads as an OnDelete v1alpha1 one without PVC reuse.
+        let on_delete: CloneSetTemplateSpec = serde_json::from_value(json!({
+            "spec": {"updateStrategy": {"type": "OnDelete"}}
+        }))
+        .unwrap();
+        assert!(on_delete.is_v1beta1());
+        assert_eq!(
+            on_delete.spec.update_strategy.type_,
+            Some(super::super::CloneSetUpdateStrategyType::OnDelete)
+        );
+        assert!(on_delete.spec.scale_strategy.disable_pvc_reuse);
+        assert_eq!(
+            serde_json::to_value(&on_delete).unwrap(),
+            json!({"spec": {"updateStrategy": {"type": "OnDelete"}}})
+        );
     }
 
     #[test]
