@@ -206,7 +206,9 @@ impl Context {
         match kind_of_key(kind) {
             Some(WorkloadKind::StatefulSet) => seen(&self.statefulsets, ns, name),
             Some(WorkloadKind::AdvancedStatefulSet) => seen(&self.advanced_statefulsets, ns, name),
-            Some(WorkloadKind::CloneSet) => seen(&self.clonesets, ns, name),
+            Some(WorkloadKind::CloneSet | WorkloadKind::CloneSetV1beta1) => {
+                seen(&self.clonesets, ns, name)
+            }
             Some(WorkloadKind::Deployment) => seen(&self.deployments, ns, name),
             None => Seen::Absent {
                 cache_resource_version: None,
@@ -215,9 +217,10 @@ impl Context {
     }
 }
 
-/// The key of a workload in the expectations: `<kind>/<name>`.
+/// The key of a workload in the expectations: `<kind>/<name>`, the kind as the caches
+/// read it (one key per object, whichever version it was written at).
 pub fn expectation_key(kind: WorkloadKind, name: &str) -> String {
-    format!("{kind:?}/{name}")
+    format!("{:?}/{name}", kind.objects())
 }
 
 /// The kind part of a Pod's key in the expectations.

@@ -105,6 +105,12 @@ enum Override {
     Template(Value),
 }
 
+/// Whether a workload is of the template's kind, at whichever version it was read (a
+/// CloneSet read at v1alpha1 belongs to a v1beta1-shaped template too).
+fn of_template_kind(w: &Observed, kind: Option<WorkloadKind>) -> bool {
+    kind.is_some_and(|k| k.same_objects(w.kind))
+}
+
 /// The workloads to keep, one per subset of the spec: the oldest live one of the
 /// template's kind (then by name).
 pub fn kept_workloads<'a>(world: &World<'a>) -> BTreeMap<String, &'a Observed> {
@@ -114,7 +120,7 @@ pub fn kept_workloads<'a>(world: &World<'a>) -> BTreeMap<String, &'a Observed> {
         .workloads
         .iter()
         .copied()
-        .filter(|w| Some(w.kind) == kind && !w.is_deleting())
+        .filter(|w| of_template_kind(w, kind) && !w.is_deleting())
         .filter(|w| w.subset().is_some_and(|s| in_spec(world.ud, s)))
         .collect();
     candidates.sort_by(|a, b| {
@@ -141,7 +147,7 @@ pub fn plan(world: &World<'_>) -> Decision {
     let mut writes = Vec::new();
 
     for w in world.workloads.iter().filter(|w| !w.is_deleting()) {
-        let reason = if Some(w.kind) != kind {
+        let reason = if !of_template_kind(w, kind) {
             DeleteReason::OtherKind
         } else if !w.subset().is_some_and(|s| in_spec(ud, s)) {
             DeleteReason::SubsetRemoved
@@ -249,6 +255,12 @@ pub fn plan(world: &World<'_>) -> Decision {
             });
             continue;
         };
+        // Written at the version the object or patch is built for (the template's kind),
+        // whichever the workload was read at.
+        let target = WorkloadRef {
+            kind,
+            name: existing.name().to_string(),
+        };
         let stale = existing.revision() != Some(world.revision)
             || existing.patch() != workload::patch_annotation(subset).as_deref();
         if stale {
@@ -257,7 +269,7 @@ pub fn plan(world: &World<'_>) -> Decision {
             }
             writes.push(Write::Replace {
                 subset: name,
-                workload: WorkloadRef::of(existing),
+                workload: target,
                 object: workload::replacement(&existing.meta, &object),
             });
             continue;
@@ -276,7 +288,7 @@ pub fn plan(world: &World<'_>) -> Decision {
             }
             writes.push(Write::Scale {
                 subset: name,
-                workload: WorkloadRef::of(existing),
+                workload: target,
                 patch,
             });
         }

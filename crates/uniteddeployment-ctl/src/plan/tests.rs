@@ -142,6 +142,62 @@ fn scale_and_partition_are_a_small_patch() {
     );
 }
 
+/// `ud` with its CloneSet template in the v1beta1 shape (OpenKruise v1.9).
+fn v1beta1_ud(partitions: serde_json::Value, subsets: &[&str]) -> UnitedDeployment {
+    let mut ud = ud(partitions, subsets);
+    let mut template = serde_json::to_value(&ud.spec.template).unwrap();
+    template["cloneSetTemplate"]["spec"]["updateStrategy"] =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}});
+    ud.spec.template = serde_json::from_value(template).unwrap();
+    ud
+}
+
+#[test]
+fn v1beta1_template_finds_the_clone_sets_read_at_v1alpha1() {
+    // The caches read every CloneSet at v1alpha1: they are kept, and written at v1beta1.
+    let ud = v1beta1_ud(json!({"subset-a": 2}), &["subset-a", "subset-b"]);
+    let (a, b) = (cs("a1", "subset-a", 3), cs("b1", "subset-b", 3));
+    let world = World {
+        ud: &ud,
+        revision: "rev-1",
+        workloads: vec![&a, &b],
+        pods: vec![],
+        now: jiff::Timestamp::UNIX_EPOCH,
+    };
+    let d = plan(&world);
+    assert_eq!(
+        d.writes,
+        [Write::Scale {
+            subset: "subset-a".into(),
+            workload: WorkloadRef {
+                kind: WorkloadKind::CloneSetV1beta1,
+                name: "a1".into()
+            },
+            patch: json!({"spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}}}),
+        }]
+    );
+    let world = World {
+        revision: "rev-2",
+        ..world
+    };
+    let d = plan(&world);
+    assert_eq!(d.writes.len(), 2);
+    for w in &d.writes {
+        let Write::Replace {
+            workload, object, ..
+        } = w
+        else {
+            panic!("{w:?}")
+        };
+        assert_eq!(workload.kind, WorkloadKind::CloneSetV1beta1);
+        assert_eq!(object["apiVersion"], "apps.kruise.io/v1beta1");
+        assert_eq!(
+            object["spec"]["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"],
+            "InPlaceIfPossible"
+        );
+    }
+}
+
 #[test]
 fn a_new_revision_replaces_every_subset_workload() {
     let ud = ud(json!({"subset-a": 2}), &["subset-a", "subset-b"]);

@@ -17,17 +17,23 @@ pub enum WorkloadKind {
     StatefulSet,
     /// `apps.kruise.io/v1beta1` StatefulSet (`advancedStatefulSetTemplate`).
     AdvancedStatefulSet,
-    /// `apps.kruise.io/v1alpha1` CloneSet (`cloneSetTemplate`).
+    /// `apps.kruise.io/v1alpha1` CloneSet (a v1alpha1-shaped `cloneSetTemplate`).
     CloneSet,
+    /// `apps.kruise.io/v1beta1` CloneSet (a v1beta1-shaped `cloneSetTemplate`, as
+    /// OpenKruise v1.9.0 types it; see `kruise_api::apps_v1alpha1::is_v1beta1_cloneset_spec`).
+    /// The same objects as [`WorkloadKind::CloneSet`], written through the v1beta1
+    /// endpoint (cloneset-ctl's conversion webhook); the caches read them at v1alpha1.
+    CloneSetV1beta1,
     /// `apps/v1` Deployment (`deploymentTemplate`).
     Deployment,
 }
 
 impl WorkloadKind {
-    pub const ALL: [WorkloadKind; 4] = [
+    pub const ALL: [WorkloadKind; 5] = [
         WorkloadKind::StatefulSet,
         WorkloadKind::AdvancedStatefulSet,
         WorkloadKind::CloneSet,
+        WorkloadKind::CloneSetV1beta1,
         WorkloadKind::Deployment,
     ];
 
@@ -37,8 +43,14 @@ impl WorkloadKind {
             Some(WorkloadKind::StatefulSet)
         } else if template.advanced_stateful_set_template.is_some() {
             Some(WorkloadKind::AdvancedStatefulSet)
-        } else if template.clone_set_template.is_some() {
-            Some(WorkloadKind::CloneSet)
+        } else if let Some(clone_set) = &template.clone_set_template {
+            // A v1beta1-shaped template gives v1beta1 CloneSets, as OpenKruise v1.9.0's
+            // pkg/controller/uniteddeployment/adapter/cloneset_adapter.go builds them.
+            Some(if clone_set.is_v1beta1() {
+                WorkloadKind::CloneSetV1beta1
+            } else {
+                WorkloadKind::CloneSet
+            })
         } else if template.deployment_template.is_some() {
             Some(WorkloadKind::Deployment)
         } else {
@@ -51,7 +63,7 @@ impl WorkloadKind {
         match self {
             WorkloadKind::StatefulSet => "statefulSetTemplate",
             WorkloadKind::AdvancedStatefulSet => "advancedStatefulSetTemplate",
-            WorkloadKind::CloneSet => "cloneSetTemplate",
+            WorkloadKind::CloneSet | WorkloadKind::CloneSetV1beta1 => "cloneSetTemplate",
             WorkloadKind::Deployment => "deploymentTemplate",
         }
     }
@@ -61,13 +73,28 @@ impl WorkloadKind {
             WorkloadKind::StatefulSet | WorkloadKind::Deployment => "apps/v1",
             WorkloadKind::AdvancedStatefulSet => "apps.kruise.io/v1beta1",
             WorkloadKind::CloneSet => "apps.kruise.io/v1alpha1",
+            WorkloadKind::CloneSetV1beta1 => "apps.kruise.io/v1beta1",
         }
+    }
+
+    /// The kind as the controller's caches read these objects: a v1beta1 CloneSet is
+    /// stored, watched and found as a v1alpha1 one (the same label selector finds it).
+    pub fn objects(self) -> Self {
+        match self {
+            WorkloadKind::CloneSetV1beta1 => WorkloadKind::CloneSet,
+            other => other,
+        }
+    }
+
+    /// Whether the two kinds are the same objects (read or written at either version).
+    pub fn same_objects(self, other: Self) -> bool {
+        self.objects() == other.objects()
     }
 
     pub fn kind(self) -> &'static str {
         match self {
             WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => "StatefulSet",
-            WorkloadKind::CloneSet => "CloneSet",
+            WorkloadKind::CloneSet | WorkloadKind::CloneSetV1beta1 => "CloneSet",
             WorkloadKind::Deployment => "Deployment",
         }
     }
@@ -75,7 +102,7 @@ impl WorkloadKind {
     pub fn plural(self) -> &'static str {
         match self {
             WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => "statefulsets",
-            WorkloadKind::CloneSet => "clonesets",
+            WorkloadKind::CloneSet | WorkloadKind::CloneSetV1beta1 => "clonesets",
             WorkloadKind::Deployment => "deployments",
         }
     }
@@ -83,7 +110,9 @@ impl WorkloadKind {
     /// Where the workload keeps its update partition (a Deployment has none).
     pub fn partition_path(self) -> Option<&'static [&'static str]> {
         match self {
-            WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => {
+            WorkloadKind::StatefulSet
+            | WorkloadKind::AdvancedStatefulSet
+            | WorkloadKind::CloneSetV1beta1 => {
                 Some(&["updateStrategy", "rollingUpdate", "partition"])
             }
             WorkloadKind::CloneSet => Some(&["updateStrategy", "partition"]),
@@ -92,10 +121,14 @@ impl WorkloadKind {
     }
 
     /// Where the workload keeps its rolling update's maxUnavailable (set by the UD only
-    /// for `reserveUnschedulablePods`, which admission allows for these two kinds).
+    /// for `reserveUnschedulablePods`, which admission allows for CloneSets and
+    /// Deployments).
     pub fn max_unavailable_path(self) -> Option<&'static [&'static str]> {
         match self {
             WorkloadKind::CloneSet => Some(&["updateStrategy", "maxUnavailable"]),
+            WorkloadKind::CloneSetV1beta1 => {
+                Some(&["updateStrategy", "rollingUpdate", "maxUnavailable"])
+            }
             WorkloadKind::Deployment => Some(&["strategy", "rollingUpdate", "maxUnavailable"]),
             WorkloadKind::StatefulSet | WorkloadKind::AdvancedStatefulSet => None,
         }
@@ -235,11 +268,14 @@ pub fn desired(b: &Build<'_>) -> Option<Value> {
         strategic_merge(pod_template, patch, "");
     }
     if let Some(path) = b.kind.partition_path() {
-        // A StatefulSet with `OnDelete` takes no rollingUpdate: it has no partition.
-        let on_delete = spec_map
-            .get("updateStrategy")
-            .and_then(|s| s.get("type"))
-            .is_some_and(|t| t == "OnDelete");
+        // A StatefulSet with `OnDelete` takes no rollingUpdate: it has no partition. A
+        // v1beta1 CloneSet gets `rollingUpdate.partition` whatever its type, as upstream's
+        // cloneset_adapter.go `ApplySubsetTemplate` writes it.
+        let on_delete = b.kind != WorkloadKind::CloneSetV1beta1
+            && spec_map
+                .get("updateStrategy")
+                .and_then(|s| s.get("type"))
+                .is_some_and(|t| t == "OnDelete");
         if !on_delete {
             set_path(spec_map, path, json!(b.partition));
         }
@@ -554,6 +590,88 @@ mod tests {
             json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
         );
         assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:1");
+    }
+
+    /// The CloneSet template of an OpenKruise v1.9 manifest (v1beta1 CloneSetSpec).
+    fn v1beta1_clone_set_ud(strategy: Value) -> UnitedDeployment {
+        ud(
+            json!({"cloneSetTemplate": {
+                "metadata": {"labels": {"app": "sample"}},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "sample"}},
+                    "template": {"metadata": {"labels": {"app": "sample"}}, "spec": {"containers": [{"name": "main", "image": "nginx:1"}]}},
+                    "scaleStrategy": {"enablePVCReuse": true},
+                    "updateStrategy": strategy
+                }
+            }}),
+            json!([{"name": "subset-a"}]),
+        )
+    }
+
+    #[test]
+    fn v1beta1_template_gives_v1beta1_clone_sets() {
+        let ud = v1beta1_clone_set_ud(json!({"type": "RollingUpdate", "rollingUpdate": {
+            "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 1}}));
+        let kind = WorkloadKind::of(&ud.spec.template).unwrap();
+        assert_eq!(kind, WorkloadKind::CloneSetV1beta1);
+        assert!(kind.same_objects(WorkloadKind::CloneSet));
+        assert!(!kind.same_objects(WorkloadKind::AdvancedStatefulSet));
+        let got = desired(&build(&ud, 0, kind)).unwrap();
+        assert_eq!(got["apiVersion"], "apps.kruise.io/v1beta1");
+        assert_eq!(got["kind"], "CloneSet");
+        let spec = &got["spec"];
+        assert_eq!(
+            spec["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {
+                "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 1, "partition": 2}})
+        );
+        assert_eq!(spec["scaleStrategy"], json!({"enablePVCReuse": true}));
+        assert_eq!(spec["replicas"], 3);
+        assert_eq!(
+            spec["selector"]["matchLabels"][keys::UD_SUBSET_NAME],
+            "subset-a"
+        );
+        assert_eq!(partition_of(kind, &got), Some(2));
+        assert_eq!(max_unavailable_of(kind, &got), Some(json!(1)));
+        assert_eq!(
+            scale_patch(kind, 4, Some(1)),
+            json!({"spec": {"replicas": 4, "updateStrategy": {"rollingUpdate": {"partition": 1}}}})
+        );
+        let mut patch = scale_patch(kind, 4, None);
+        put_max_unavailable(kind, &mut patch, json!(3));
+        assert_eq!(
+            patch,
+            json!({"spec": {"replicas": 4, "updateStrategy": {"rollingUpdate": {"maxUnavailable": 3}}}})
+        );
+    }
+
+    #[test]
+    fn v1beta1_on_delete_clone_set_still_gets_its_partition() {
+        // As upstream's cloneset_adapter.go: rollingUpdate.partition whatever the type.
+        let ud = v1beta1_clone_set_ud(json!({"type": "OnDelete"}));
+        let kind = WorkloadKind::of(&ud.spec.template).unwrap();
+        assert_eq!(kind, WorkloadKind::CloneSetV1beta1);
+        let got = desired(&build(&ud, 0, kind)).unwrap();
+        assert_eq!(
+            got["spec"]["updateStrategy"],
+            json!({"type": "OnDelete", "rollingUpdate": {"partition": 2}})
+        );
+        assert_eq!(max_unavailable_of(kind, &got), Some(Value::Null));
+    }
+
+    #[test]
+    fn v1alpha1_template_keeps_v1alpha1_clone_sets() {
+        let ud = clone_set_ud();
+        assert_eq!(
+            WorkloadKind::of(&ud.spec.template),
+            Some(WorkloadKind::CloneSet)
+        );
+        let got = desired(&build(&ud, 0, WorkloadKind::CloneSet)).unwrap();
+        assert!(got["spec"]["updateStrategy"].get("rollingUpdate").is_none());
+        assert_eq!(
+            scale_patch(WorkloadKind::CloneSet, 4, Some(1)),
+            json!({"spec": {"replicas": 4, "updateStrategy": {"partition": 1}}})
+        );
     }
 
     #[test]

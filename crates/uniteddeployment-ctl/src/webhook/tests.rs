@@ -158,3 +158,100 @@ fn defaults() {
             .is_none()
     );
 }
+
+/// The CloneSet template of an OpenKruise v1.9 manifest (a v1beta1 CloneSetSpec).
+fn v1beta1_ud(strategy: Value) -> UnitedDeployment {
+    ud(json!({"template": {"cloneSetTemplate": {
+        "metadata": {"labels": {"app": "sample"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "sample"}},
+            "template": {"metadata": {"labels": {"app": "sample"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+            "updateStrategy": strategy
+        }
+    }}}))
+}
+
+#[test]
+fn a_v1beta1_clone_set_template_is_accepted() {
+    let manifest = v1beta1_ud(json!({"type": "RollingUpdate", "rollingUpdate": {
+        "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 1}}));
+    assert_eq!(validate(&manifest, None), []);
+    assert_eq!(validate(&manifest, Some(&ud(json!({})))), []);
+    assert_eq!(validate(&ud(json!({})), Some(&manifest)), []);
+    let on_delete = v1beta1_ud(json!({"type": "OnDelete"}));
+    assert_eq!(validate(&on_delete, None), []);
+    let reserving = json!({"scheduleStrategy": {"type": "Adaptive", "adaptive": {"reserveUnschedulablePods": true}},
+        "subsets": [{"name": "subset-a"}, {"name": "subset-b"}]});
+    let mut reserved = v1beta1_ud(json!({"type": "RollingUpdate"}));
+    reserved.spec.topology = serde_json::from_value(reserving).unwrap();
+    assert_eq!(validate(&reserved, None), []);
+}
+
+#[test]
+fn a_v1beta1_clone_set_template_is_validated_at_its_fields() {
+    let partition = v1beta1_ud(json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}));
+    let m = message(&partition, None);
+    assert!(
+        m.contains("spec.template.cloneSetTemplate.spec.updateStrategy.rollingUpdate.partition: Invalid value: 1: partition in template will not be used"),
+        "{m}"
+    );
+    let policy = v1beta1_ud(
+        json!({"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "InPlace"}}),
+    );
+    assert_eq!(
+        message(&policy, None),
+        "spec.template.cloneSetTemplate.spec.updateStrategy.rollingUpdate.podUpdatePolicy: Unsupported value: \"InPlace\": supported values: \"InPlaceIfPossible\", \"InPlaceOnly\", \"ReCreate\""
+    );
+    // A v1alpha1 type beside a v1beta1 rollingUpdate.
+    let mixed = v1beta1_ud(json!({"type": "InPlaceIfPossible", "rollingUpdate": {}}));
+    assert_eq!(
+        message(&mixed, None),
+        "spec.template.cloneSetTemplate.spec.updateStrategy.type: Unsupported value: \"InPlaceIfPossible\": supported values: \"OnDelete\", \"RollingUpdate\""
+    );
+    let mut wrong_type = v1beta1_ud(json!({"type": "RollingUpdate"}));
+    let template = wrong_type
+        .spec
+        .template
+        .clone_set_template
+        .as_mut()
+        .unwrap();
+    template.v1beta1.as_mut().unwrap()["spec"]["scaleStrategy"] = json!({"enablePVCReuse": "yes"});
+    let m = message(&wrong_type, None);
+    assert!(
+        m.starts_with("spec.template.cloneSetTemplate.spec: Invalid value: not a v1beta1 CloneSetSpec: invalid type: string \"yes\", expected a boolean"),
+        "{m}"
+    );
+    let replicas = ud(json!({"template": {"cloneSetTemplate": {"spec": {
+        "replicas": 2, "updateStrategy": {"type": "RollingUpdate"},
+        "template": {"metadata": {"labels": {"app": "sample"}}, "spec": {"containers": []}}}}}}));
+    assert!(message(&replicas, None).contains(TEMPLATE_REPLICAS_UNUSED));
+    let selector = v1beta1_ud(json!({"type": "RollingUpdate"}));
+    let mut selector = selector;
+    selector.spec.selector =
+        serde_json::from_value(json!({"matchLabels": {"app": "other"}})).unwrap();
+    let m = message(&selector, None);
+    assert!(
+        m.contains("spec.template.cloneSetTemplate.spec.template.metadata.labels"),
+        "{m}"
+    );
+}
+
+#[test]
+fn defaulting_keeps_a_v1beta1_clone_set_template() {
+    let raw = json!({"metadata": {"name": "sample-ud"}, "spec": {
+        "replicas": 2,
+        "selector": {"matchLabels": {"app": "sample"}},
+        "template": {"cloneSetTemplate": {"spec": {
+            "template": {"metadata": {"labels": {"app": "sample"}}, "spec": {"containers": []}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "InPlaceOnly"}}
+        }}},
+        "topology": {"subsets": [{"name": "a"}]}
+    }});
+    let defaulted = with_defaults(&raw);
+    assert_eq!(defaulted["spec"]["template"], raw["spec"]["template"]);
+    let typed: UnitedDeployment = serde_json::from_value(defaulted.clone()).unwrap();
+    assert_eq!(
+        serde_json::to_value(&typed).unwrap()["spec"]["template"],
+        raw["spec"]["template"]
+    );
+}
