@@ -247,18 +247,26 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
                 "overlays/{overlay} has an images: entry for {name}"
             );
         }
-        // Applies, and the server has nothing to warn about.
-        let path = repo_root().join(format!("kustomize/overlays/{overlay}"));
-        let (ok, out, err) = kubectl_async(
-            args(&[
-                "apply",
-                "--dry-run=server",
-                "-k",
-                &path.display().to_string(),
-            ]),
-            None,
-        )
-        .await;
+        // Applies, and the server has nothing to warn about. The CRDs' conversion is left
+        // out: this test process's conversion webhook is registered on them as a URL,
+        // which an apply cannot merge with the Service they ship naming (an install from
+        // the overlay meets its own controllers' Service there instead; the harness
+        // applies the shipped stanza for real, `kruise_e2e::install_crds`).
+        let items: Vec<Value> = docs
+            .iter()
+            .cloned()
+            .map(|mut d| {
+                if kind_of(&d) == "CustomResourceDefinition"
+                    && let Some(spec) = d.get_mut("spec").and_then(Value::as_object_mut)
+                {
+                    spec.remove("conversion");
+                }
+                d
+            })
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+        let (ok, out, err) =
+            kubectl_async(args(&["apply", "--dry-run=server", "-f", "-"]), Some(list)).await;
         assert!(ok, "apply --dry-run=server -k overlays/{overlay}: {err}");
         // (Objects installed by server-side apply, as the harness installs the CRDs, lack
         // client-side apply's annotation: kubectl's own notice, not the server's.)
