@@ -379,7 +379,26 @@ async fn admission_rejects_an_impossible_split_and_a_foreign_selector() {
 
 #[tokio::test]
 async fn cloneset_subsets_partition_holds_back_the_update() {
-    let ns = TestNamespace::new("ud-partition").await;
+    partition_holds_back_the_update("ud-partition", "").await;
+}
+
+/// OpenKruise v1.9's template shape: `cloneSetTemplate.spec` is a v1beta1 CloneSetSpec
+/// (`RollingUpdate` + `rollingUpdate.podUpdatePolicy`). Accepted as written, kept as
+/// written, and its subset CloneSets carry the partition (written through v1beta1, read
+/// here as v1alpha1) and the in-place policy.
+#[tokio::test]
+async fn cloneset_subsets_from_an_openkruise_1_9_template_partition_the_update() {
+    partition_holds_back_the_update(
+        "ud-partition-beta",
+        "        updateStrategy:\n          type: RollingUpdate\n          rollingUpdate:\n            podUpdatePolicy: InPlaceIfPossible\n            maxUnavailable: 1\n",
+    )
+    .await;
+}
+
+/// A CloneSet UD of 4 over two zones with `zone-a: 2` held back; `workload_spec` goes
+/// under the template's `spec:`.
+async fn partition_holds_back_the_update(prefix: &str, workload_spec: &str) {
+    let ns = TestNamespace::new(prefix).await;
     let _ctl = controller(&ns).await;
     let _cs =
         RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", cloneset_ctl::run).await;
@@ -395,9 +414,15 @@ async fn cloneset_subsets_partition_holds_back_the_update() {
     .await;
 
     let partition = "  updateStrategy:\n    manualUpdate:\n      partitions:\n        zone-a: 2\n";
-    ns.apply(&ud_yaml("part-ud", 4, "cloneSetTemplate", "", partition))
-        .await
-        .expect("apply ud");
+    ns.apply(&ud_yaml(
+        "part-ud",
+        4,
+        "cloneSetTemplate",
+        workload_spec,
+        partition,
+    ))
+    .await
+    .expect("apply ud");
     let pods: Api<Pod> = ns.api();
     let images = |want: usize| {
         let pods = pods.clone();
@@ -451,6 +476,30 @@ async fn cloneset_subsets_partition_holds_back_the_update() {
     .await;
     assert_eq!(partitions["zone-a"], "Some(Int(2))");
     assert_eq!(partitions["zone-b"], "Some(Int(0))");
+    if !workload_spec.is_empty() {
+        // Stored as written (no webhook rewrote it), and the subsets update in place.
+        let (_, stored, err) = kruise_e2e::kubectl(
+            &[
+                "get",
+                "uniteddeployments.v1alpha1.apps.kruise.io",
+                "part-ud",
+                "-n",
+                &ns.name,
+                "-o",
+                "jsonpath={.spec.template.cloneSetTemplate.spec.updateStrategy.type}",
+            ],
+            None,
+        );
+        assert_eq!(stored, "RollingUpdate", "{err}");
+        for cs in clonesets.list(&ListParams::default()).await.unwrap().items {
+            assert_eq!(
+                cs.spec.update_strategy.type_,
+                Some(kruise_api::apps_v1alpha1::CloneSetUpdateStrategyType::InPlaceIfPossible),
+                "{}",
+                cs.name_any()
+            );
+        }
+    }
 
     let uds: Api<UnitedDeployment> = ns.api();
     let patch = json!({"spec": {"template": {"cloneSetTemplate": {"spec": {"template": {"spec": {
