@@ -118,6 +118,11 @@ log "applying $dir"
 # SidecarSet controller maintains on its Pod webhook.
 # (CRDs the e2e harness installed server-side lack client-side apply's annotation: kubectl's
 # own notice, not a problem.)
+# The CRDs first, as controllers.sh installs them: a conversion a controller registered from
+# outside the cluster (a URL: make up, the e2e tests) is reset before the apply, which could
+# not merge it with the Service the shipped CRDs name (the controllers deployed here register
+# that Service's caBundle when they start).
+"$root/tests/cluster/controllers.sh" crds >&2
 kubectl apply -k "$dir" 2> >(grep -v 'last-applied-configuration' >&2) >/dev/null
 for d in $(kubectl -n kruise-system get deployments -o name); do
   kubectl -n kruise-system rollout status "$d" --timeout=180s >&2
