@@ -61,6 +61,13 @@ pub struct Settings {
     /// writes it, the others load it; rotations are written there). Unset: the CA lives
     /// in this process only, fine for one replica.
     pub webhook_ca_secret: Option<String>,
+    /// `KRUISE_WEBHOOK_TIMEOUT_SECONDS`: the `timeoutSeconds` (1 to 30, the range the
+    /// apiserver accepts) of every webhook this controller registers with the house
+    /// default (10 s, [`crate::webhook::config::DEFAULT_TIMEOUT_SECONDS`]); webhooks
+    /// whose code sets another timeout (the 5 s Pod webhooks) keep it. Unset: the house
+    /// defaults. The Helm chart sets it from `webhookConfiguration.timeoutSeconds`, so
+    /// that value survives the re-registration at every start.
+    pub webhook_timeout_seconds: Option<i32>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -90,9 +97,15 @@ impl Default for Settings {
             webhook_service: None,
             webhook_cert_dir: None,
             webhook_ca_secret: None,
+            webhook_timeout_seconds: None,
         }
     }
 }
+
+/// The `timeoutSeconds` the apiserver accepts on an admission webhook (Kubernetes API
+/// reference, admissionregistration.k8s.io/v1 ValidatingWebhook: "between 1 and 30
+/// seconds").
+pub const WEBHOOK_TIMEOUT_RANGE: std::ops::RangeInclusive<i32> = 1..=30;
 
 /// The form each variable expects, for error messages.
 const EXPECTED: &[(&str, &str)] = &[
@@ -104,6 +117,10 @@ const EXPECTED: &[(&str, &str)] = &[
     ("leader_elect", "true or false"),
     ("lease_duration_seconds", "a whole number of seconds"),
     ("log_format", "text or json"),
+    (
+        "webhook_timeout_seconds",
+        "a whole number of seconds from 1 to 30 (the apiserver's range for timeoutSeconds)",
+    ),
 ];
 
 impl Settings {
@@ -127,6 +144,14 @@ impl Settings {
                 "{PREFIX}KUBE_QPS={}: expected {}",
                 settings.kube_qps,
                 expected("kube_qps")
+            )));
+        }
+        if let Some(timeout) = settings.webhook_timeout_seconds
+            && !WEBHOOK_TIMEOUT_RANGE.contains(&timeout)
+        {
+            return Err(Error::Settings(format!(
+                "{PREFIX}WEBHOOK_TIMEOUT_SECONDS={timeout}: expected {}",
+                expected("webhook_timeout_seconds")
             )));
         }
         FeatureGates::parse(&settings.feature_gates)?;
@@ -306,6 +331,30 @@ mod tests {
                 .to_string();
             assert!(err.contains("KRUISE_FOREIGN_LEADER_LEASES"), "{err}");
             assert!(err.contains("namespace/name"), "{err}");
+        }
+    }
+
+    #[test]
+    fn webhook_timeout_is_read_and_must_be_one_to_thirty_seconds() {
+        assert_eq!(
+            Settings::from_vars(vars(&[]))
+                .unwrap()
+                .webhook_timeout_seconds,
+            None
+        );
+        for ok in ["1", "10", "30"] {
+            let s = Settings::from_vars(vars(&[("KRUISE_WEBHOOK_TIMEOUT_SECONDS", ok)])).unwrap();
+            assert_eq!(s.webhook_timeout_seconds, Some(ok.parse().unwrap()));
+        }
+        for bad in ["0", "31", "-5", "ten", "2.5", ""] {
+            let err = Settings::from_vars(vars(&[("KRUISE_WEBHOOK_TIMEOUT_SECONDS", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("KRUISE_WEBHOOK_TIMEOUT_SECONDS"),
+                "{bad:?}: {err}"
+            );
+            assert!(err.contains("from 1 to 30"), "{bad:?}: {err}");
         }
     }
 

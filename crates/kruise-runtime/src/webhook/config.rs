@@ -3,9 +3,11 @@
 //! namespaced installs) suffixed with the namespace, labelled
 //! `apps.kruise.io/webhook-scope=<ns>` (so whoever removes the namespace can find them)
 //! and limited to that namespace. Unset fields get the house defaults: `failurePolicy:
-//! Fail`, `sideEffects: None`, `admissionReviewVersions: [v1]`, a 10 s timeout. The
-//! clientConfig names the route path; [`WebhookServer::register`](super::WebhookServer::register)
-//! fills in the URL or Service and the caBundle.
+//! Fail`, `sideEffects: None`, `admissionReviewVersions: [v1]`, a 10 s timeout
+//! ([`DEFAULT_TIMEOUT_SECONDS`]). The clientConfig names the route path;
+//! [`WebhookServer::register`](super::WebhookServer::register) fills in the URL or Service
+//! and the caBundle, and replaces the house timeout by `KRUISE_WEBHOOK_TIMEOUT_SECONDS`
+//! when that is set ([`registered_timeout`]).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,25 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::register::NAMESPACE_NAME_LABEL;
+
+/// The house default `timeoutSeconds` of a webhook whose code sets none (OpenKruise's
+/// Helm chart defaults `webhookConfiguration.timeoutSeconds` to 30; ours is shorter, so
+/// a stuck webhook holds writes up for less long). The Pod webhooks that sit in every
+/// matching Pod creation set 5.
+pub const DEFAULT_TIMEOUT_SECONDS: i32 = 10;
+
+/// The `timeoutSeconds` a webhook is registered with: `configured`
+/// (`KRUISE_WEBHOOK_TIMEOUT_SECONDS`, already checked to be 1..=30) replaces the house
+/// default, i.e. an unset timeout or [`DEFAULT_TIMEOUT_SECONDS`]; a timeout the code set
+/// to anything else (the 5 s Pod webhooks) is kept, as is everything when nothing is
+/// configured. (A webhook that sets 10 explicitly cannot be told from one that got the
+/// house default: it follows the setting too.)
+pub fn registered_timeout(timeout: Option<i32>, configured: Option<i32>) -> Option<i32> {
+    match (timeout, configured) {
+        (None | Some(DEFAULT_TIMEOUT_SECONDS), Some(configured)) => Some(configured),
+        (timeout, _) => timeout,
+    }
+}
 
 /// Label on the configurations of a namespace-scoped instance.
 pub const WEBHOOK_SCOPE_LABEL: &str = "apps.kruise.io/webhook-scope";
@@ -227,7 +248,7 @@ impl Defaults {
         if review_versions.is_empty() {
             review_versions.push("v1".into());
         }
-        timeout.get_or_insert(10);
+        timeout.get_or_insert(DEFAULT_TIMEOUT_SECONDS);
         if namespace_selector.is_none() {
             *namespace_selector = self.namespace_selector;
         }
@@ -283,6 +304,30 @@ mod tests {
             selector.get(NAMESPACE_NAME_LABEL).map(String::as_str),
             Some("t1")
         );
+    }
+
+    #[test]
+    fn a_configured_timeout_replaces_only_the_house_default() {
+        // Unset or the house 10 s: the configured value.
+        assert_eq!(registered_timeout(None, Some(25)), Some(25));
+        assert_eq!(
+            registered_timeout(Some(DEFAULT_TIMEOUT_SECONDS), Some(25)),
+            Some(25)
+        );
+        assert_eq!(
+            registered_timeout(Some(DEFAULT_TIMEOUT_SECONDS), Some(3)),
+            Some(3)
+        );
+        // The Pod webhooks' explicit 5 s stays, whatever is configured.
+        assert_eq!(registered_timeout(Some(5), Some(25)), Some(5));
+        assert_eq!(registered_timeout(Some(5), Some(10)), Some(5));
+        // Nothing configured: the webhook as the code built it.
+        assert_eq!(registered_timeout(None, None), None);
+        assert_eq!(
+            registered_timeout(Some(DEFAULT_TIMEOUT_SECONDS), None),
+            Some(DEFAULT_TIMEOUT_SECONDS)
+        );
+        assert_eq!(registered_timeout(Some(5), None), Some(5));
     }
 
     #[test]

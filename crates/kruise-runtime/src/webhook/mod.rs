@@ -26,7 +26,9 @@
 //! - **Registration**: [`WebhookServer::register`] server-side applies the configurations
 //!   (field manager = the controller's name), filling each webhook's clientConfig
 //!   (`KRUISE_WEBHOOK_URL` + path, or the Service of `KRUISE_WEBHOOK_SERVICE` + path) and
-//!   caBundle, and keeps them to re-apply after a CA rotation.
+//!   caBundle, and keeps them to re-apply after a CA rotation. `KRUISE_WEBHOOK_TIMEOUT_SECONDS`,
+//!   when set, replaces the house default timeout (10 s) of every webhook; one whose code
+//!   sets another timeout (the 5 s Pod webhooks) keeps it.
 //! - **Scope**: every webhook's namespaceSelector excludes kube-system and the controller's
 //!   own namespace (unless it already says something about `kubernetes.io/metadata.name`);
 //!   objectSelector and matchConditions are the controller's to set, so the apiserver skips
@@ -382,6 +384,8 @@ struct Shared {
     /// (CRD, route path) of every conversion route served.
     conversions: Vec<(&'static str, &'static str)>,
     excluded_namespaces: Vec<String>,
+    /// `KRUISE_WEBHOOK_TIMEOUT_SECONDS`.
+    timeout_seconds: Option<i32>,
     sans: Vec<String>,
     rotation: Rotation,
     provider: Arc<CryptoProvider>,
@@ -543,6 +547,7 @@ impl WebhookServer {
             paths,
             conversions,
             excluded_namespaces,
+            timeout_seconds: settings.webhook_timeout_seconds,
             sans,
             rotation: options.rotation.clone(),
             provider,
@@ -651,7 +656,9 @@ impl WebhookServer {
     /// `clientConfig.service.path` or `clientConfig.url` (e.g. `"/validate-cloneset"`);
     /// the path must be one of this server's routes. Filled in: clientConfig (URL or
     /// Service) and caBundle, the namespace exclusions, `sideEffects: None` and
-    /// `admissionReviewVersions: [v1]` where unset. The configurations are kept and
+    /// `admissionReviewVersions: [v1]` where unset, and `KRUISE_WEBHOOK_TIMEOUT_SECONDS`
+    /// (when set) as the timeout of every webhook with none or the house default (see
+    /// [`config::registered_timeout`]). The configurations are kept and
     /// re-applied after every CA rotation; if this apply fails it is also retried at
     /// every certificate check until it succeeds.
     pub async fn register(
@@ -820,6 +827,7 @@ impl Shared {
             ca_bundle: bundle,
             paths: &self.paths,
             excluded_namespaces: &self.excluded_namespaces,
+            timeout_seconds: self.timeout_seconds,
         }
     }
 

@@ -2,9 +2,10 @@
 //!
 //! The controller writes the policy (rules, selectors, matchConditions, failurePolicy)
 //! and names each webhook's route path; this module writes where the apiserver calls
-//! (URL or Service), the caBundle, the namespaces no webhook may block, and the fields the
+//! (URL or Service), the caBundle, the namespaces no webhook may block, the fields the
 //! API requires but nobody should have to think about (`sideEffects: None`,
-//! `admissionReviewVersions: [v1]`).
+//! `admissionReviewVersions: [v1]`), and the operator's `KRUISE_WEBHOOK_TIMEOUT_SECONDS`
+//! over the house default timeout ([`registered_timeout`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
+use super::config::registered_timeout;
 use crate::Error;
 use crate::settings::Settings;
 
@@ -200,6 +202,8 @@ pub(crate) struct Fill<'a> {
     pub(crate) ca_bundle: Option<&'a str>,
     pub(crate) paths: &'a [&'static str],
     pub(crate) excluded_namespaces: &'a [String],
+    /// `KRUISE_WEBHOOK_TIMEOUT_SECONDS`.
+    pub(crate) timeout_seconds: Option<i32>,
 }
 
 macro_rules! fill_webhooks {
@@ -233,6 +237,8 @@ macro_rules! fill_webhooks {
             if webhook.admission_review_versions.is_empty() {
                 webhook.admission_review_versions = vec!["v1".into()];
             }
+            webhook.timeout_seconds =
+                registered_timeout(webhook.timeout_seconds, $fill.timeout_seconds);
         }
         Ok(config_name)
     }};
@@ -413,6 +419,7 @@ mod tests {
             ca_bundle: Some("CA"),
             paths: &["/validate-x"],
             excluded_namespaces: &["kube-system".to_string()],
+            timeout_seconds: Some(20),
         };
         let template = |path: &str| ValidatingWebhookConfiguration {
             metadata: kube::api::ObjectMeta {
@@ -438,6 +445,8 @@ mod tests {
             Some("https://127.0.0.1:40123/validate-x")
         );
         assert!(hook.namespace_selector.is_some());
+        // No timeout in the template: the configured one.
+        assert_eq!(hook.timeout_seconds, Some(20));
         let err = fill
             .validating(&mut template("/validate-typo"))
             .unwrap_err()
@@ -446,5 +455,40 @@ mod tests {
             err.contains("/validate-typo") && err.contains("/validate-x"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn fill_gives_the_configured_timeout_to_house_default_webhooks_only() {
+        use super::super::config::{mutating_configuration, mutating_webhook, rule};
+        let endpoint =
+            Endpoint::from_settings(&settings(None, Some("kruise-system/x-webhook")), bound())
+                .unwrap();
+        // As sidecarset-ctl builds its configuration: a Pod webhook at an explicit 5 s
+        // next to one with the house default.
+        let rules = || vec![rule("", &["v1"], &["pods"], &["CREATE"], "Namespaced")];
+        let mut pod = mutating_webhook("mpod.kb.io", "/mutate-pod", rules());
+        pod.timeout_seconds = Some(5);
+        let other = mutating_webhook("mother.kb.io", "/mutate-other", rules());
+        let built = mutating_configuration("kruise-x", None, vec![pod, other]);
+        let timeouts = |configured: Option<i32>| {
+            let fill = Fill {
+                endpoint: &endpoint,
+                ca_bundle: None,
+                paths: &["/mutate-pod", "/mutate-other"],
+                excluded_namespaces: &[],
+                timeout_seconds: configured,
+            };
+            let mut config = built.clone();
+            fill.mutating(&mut config).unwrap();
+            config
+                .webhooks
+                .unwrap()
+                .iter()
+                .map(|w| w.timeout_seconds)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(timeouts(None), [Some(5), Some(10)]);
+        assert_eq!(timeouts(Some(25)), [Some(5), Some(25)]);
+        assert_eq!(timeouts(Some(3)), [Some(5), Some(3)]);
     }
 }
