@@ -235,6 +235,48 @@ fn feature_gates_reach_every_binary_once() {
     assert!(!c.iter().any(|o| o["kind"] == "DaemonSet"));
 }
 
+/// `webhookConfiguration.timeoutSeconds` is both the rendered webhooks' timeout and every
+/// controller's `KRUISE_WEBHOOK_TIMEOUT_SECONDS`, so it holds when a controller
+/// re-registers its webhooks at start; the Pod webhooks keep their own 5 s in both.
+#[test]
+fn the_webhook_timeout_reaches_every_controller_and_holds_for_all_but_the_pod_webhooks() {
+    let c = helm_template(&["webhookConfiguration.timeoutSeconds=20"]).expect("helm template");
+    let workloads = deployments(&c);
+    assert_eq!(workloads.len(), 16, "15 controllers and the node agent");
+    for w in workloads {
+        let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        let want: &[&str] = if w["kind"] == "DaemonSet" {
+            &[]
+        } else {
+            &["20"]
+        };
+        assert_eq!(env(w, "KRUISE_WEBHOOK_TIMEOUT_SECONDS"), want, "{name}");
+    }
+    let mut pod_webhooks = BTreeSet::new();
+    for config in c.iter().filter(|o| {
+        o["kind"] == "ValidatingWebhookConfiguration" || o["kind"] == "MutatingWebhookConfiguration"
+    }) {
+        for hook in config["webhooks"].as_array().into_iter().flatten() {
+            let name = hook["name"].as_str().unwrap_or_default();
+            match hook["timeoutSeconds"].as_i64() {
+                Some(20) => {}
+                Some(5) => {
+                    let on_pods = hook["rules"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|r| r["resources"].as_array().into_iter().flatten())
+                        .all(|r| r == "pods");
+                    assert!(on_pods, "{name}: 5 s on something other than Pods");
+                    pod_webhooks.insert(name.to_string());
+                }
+                other => panic!("{name}: timeoutSeconds {other:?}"),
+            }
+        }
+    }
+    assert_eq!(pod_webhooks.len(), 3, "{pod_webhooks:?}");
+}
+
 #[test]
 fn a_disabled_controller_leaves_nothing_behind_and_touches_no_other() {
     let all = kruise_helm_tests::index(helm_template(&[]).expect("helm template"));

@@ -157,6 +157,13 @@ spec:
           value: $(KRUISE_NAMESPACE)/{{ $c.webhook }}
         - name: KRUISE_WEBHOOK_CA_SECRET
           value: {{ $c.webhook }}-ca
+        # The timeout of the webhooks below (webhookConfiguration.timeoutSeconds): the
+        # controller re-registers them at every start, and without this would put its
+        # house default back. Rendered always, default included, as kustomize ships it
+        # ("10"): both install paths then pin the timeout their webhook configurations
+        # carry, the drift test covers this line, and a kustomize user finds the knob.
+        - name: KRUISE_WEBHOOK_TIMEOUT_SECONDS
+          value: {{ $root.Values.webhookConfiguration.timeoutSeconds | quote }}
         {{- with $c.env }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
