@@ -241,9 +241,13 @@ fn condition_patch(status: &str, reason: Option<&str>, now: Timestamp) -> Value 
         "status": status,
         "lastTransitionTime": rfc3339(now),
     });
-    if let Some(reason) = reason {
-        condition["reason"] = json!(reason);
-    }
+    // A strategic merge patch merges a condition by type, field by field: without the
+    // nulls a `True` would keep the `StartInPlaceUpdate` reason of the `False` before it.
+    // Upstream replaces the whole condition (openkruise/kruise v1.9.0
+    // pkg/util/inplaceupdate/inplace_update.go `Refresh`), and rewrites any whose reason or
+    // message differs from its own, which would be a Pod write on every switch to it.
+    condition["reason"] = reason.map_or(Value::Null, |r| json!(r));
+    condition["message"] = Value::Null;
     json!({"status": {"conditions": [condition]}})
 }
 
@@ -592,8 +596,14 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
     let completed = is_update_completed(pod);
     let mut writes = PodWrites::default();
     if has_readiness_gate(pod, keys::INPLACE_UPDATE_READY) && completed {
-        let status = condition(pod, keys::INPLACE_UPDATE_READY).map(|c| c.status.as_str());
-        if status != Some("True") {
+        // True with neither reason nor message, as upstream writes it (a True that kept the
+        // reason of the update's start is rewritten once).
+        let settled = condition(pod, keys::INPLACE_UPDATE_READY).is_some_and(|c| {
+            c.status == "True"
+                && c.reason.as_deref().unwrap_or_default().is_empty()
+                && c.message.as_deref().unwrap_or_default().is_empty()
+        });
+        if !settled {
             writes.status_patch = Some(condition_patch("True", None, now));
         }
     }
@@ -812,11 +822,29 @@ mod tests {
         kubelet(&mut p);
         let r = refresh(&p, Some("cs-new"), t(2));
         assert!(r.completed);
-        assert_eq!(
-            r.writes.status_patch.unwrap()["status"]["conditions"][0]["status"],
-            "True"
-        );
+        let condition = &r.writes.status_patch.unwrap()["status"]["conditions"][0];
+        assert_eq!(condition["status"], "True");
+        // The start's reason is removed (the patch merges by type), as upstream leaves it.
+        assert_eq!(condition["reason"], Value::Null);
+        assert!(condition.as_object().unwrap().contains_key("reason"));
+        assert!(condition.as_object().unwrap().contains_key("message"));
         assert!(r.writes.pod_patch.is_none());
+    }
+
+    /// A True that kept the start's reason (written before the fix) is rewritten once;
+    /// a True without reason or message is left alone.
+    #[test]
+    fn a_true_condition_with_a_leftover_reason_is_rewritten_once() {
+        let mut p = pod(&[("nginx", "nginx:alpine")]);
+        let r = refresh(&p, None, t(1));
+        assert!(r.completed);
+        assert!(r.writes.is_empty(), "{:?}", r.writes.status_patch);
+        p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0].reason =
+            Some(keys::REASON_START_INPLACE_UPDATE.into());
+        let r = refresh(&p, None, t(2));
+        let condition = &r.writes.status_patch.unwrap()["status"]["conditions"][0];
+        assert_eq!(condition["status"], "True");
+        assert_eq!(condition["reason"], Value::Null);
     }
 
     #[test]
