@@ -55,6 +55,7 @@ pub async fn sync(
             .map(|s| s.current_revision.as_str())
             .unwrap_or_default(),
         collision_count: status.and_then(|s| s.collision_count),
+        hash_label: None,
     };
     Ok(history::sync(client, source, owned).await?)
 }

@@ -80,6 +80,7 @@ pub async fn reconcile(ds: Arc<DaemonSet>, ctx: Arc<Context>) -> Result<Action> 
             // A DaemonSet has one revision that matters: the current template's.
             current_revision: "",
             collision_count: status.and_then(|s| s.collision_count),
+            hash_label: Some(kruise_api::keys::CONTROLLER_REVISION_HASH),
         },
         ctx.revisions.owned_by(&uid),
     )

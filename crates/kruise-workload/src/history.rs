@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::revision::{self, equal_data, new_controller_revision, same_revision};
+use crate::revision::{self, equal_data, new_controller_revision, same_revision, short_hash};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RevisionError {
@@ -40,6 +40,13 @@ pub struct RevisionSource<'a> {
     pub current_revision: &'a str,
     /// `status.collisionCount`.
     pub collision_count: Option<i32>,
+    /// Also label every revision with its hash under this key (Advanced DaemonSet:
+    /// `controller-revision-hash`, the label its Pods carry), as the DaemonSet `snapshot`
+    /// of Kubernetes and OpenKruise does; a revision found without it gets it. OpenKruise
+    /// v1.9.0 labels one it finds without it with the revision's *name*
+    /// (pkg/controller/daemonset/daemonset_history.go `constructHistory`), which no Pod
+    /// carries: taking over from us, it would recreate every Pod.
+    pub hash_label: Option<&'static str>,
 }
 
 /// The revisions a reconcile works with.
@@ -62,6 +69,15 @@ pub async fn sync(
     let api: Api<ControllerRevision> = Api::namespaced(client.clone(), source.namespace);
     let mut all: Vec<ControllerRevision> = owned.iter().map(|r| (**r).clone()).collect();
     all.sort_by_key(|r| (r.revision, r.name_any()));
+    if let Some(key) = source.hash_label {
+        for revision in all.iter_mut().filter(|r| !r.labels().contains_key(key)) {
+            let name = revision.name_any();
+            let patch = json!({"metadata": {"labels": {key: short_hash(&name)}}});
+            *revision = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+    }
     let data = &source.data;
     let mut collision_count = source.collision_count;
     let latest = all.last().map(|r| r.revision).unwrap_or(0);
@@ -94,6 +110,11 @@ pub async fn sync(
                 latest + 1,
                 collision_count.unwrap_or(0),
             );
+            let mut candidate = candidate;
+            if let Some(key) = source.hash_label {
+                let hash = short_hash(&candidate.name_any()).to_string();
+                candidate.labels_mut().insert(key.to_string(), hash);
+            }
             match api.create(&PostParams::default(), &candidate).await {
                 Ok(created) => {
                     all.push(created.clone());

@@ -102,6 +102,7 @@ pub async fn reconcile(sts: Arc<StatefulSet>, ctx: Arc<Context>) -> Result<Actio
                 .map(|s| s.current_revision.as_str())
                 .unwrap_or_default(),
             collision_count: status.and_then(|s| s.collision_count),
+            hash_label: None,
         },
         ctx.revisions.owned_by(&uid),
     )

@@ -146,6 +146,7 @@ async fn sync_revision(
             annotations: Default::default(),
             current_revision: &status.current_revision,
             collision_count: status.collision_count,
+            hash_label: None,
         },
         owned,
     )

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod, PodSpec};
 use kruise_api::apps_v1alpha1::DaemonSet;
 use kruise_e2e::{
@@ -573,6 +574,36 @@ async fn daemonset_in_place_if_possible_keeps_pod_uids() {
             .unwrap()[0]
             .restart_count;
         assert_eq!(restarts, 1, "{node}");
+        // Done as OpenKruise leaves it: True, and the start's reason gone (kruise-manager
+        // rewrites any other form when it takes over).
+        let ready = now
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "InPlaceUpdateReady"))
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason, ready.message),
+            ("True", None, None),
+            "{node}"
+        );
+    }
+    // Each revision carries the hash its Pods do under `controller-revision-hash`, as
+    // OpenKruise's DaemonSet revisions do: one without it would get its *name* there from
+    // kruise-manager, and every Pod would be recreated when it takes over.
+    let revisions: Api<ControllerRevision> = ns.api();
+    let labelled: BTreeSet<String> = revisions
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|r| r.labels().get("controller-revision-hash").cloned())
+        .collect();
+    for pod in after.values() {
+        let hash = &pod.labels()["controller-revision-hash"];
+        assert!(labelled.contains(hash), "{hash} not in {labelled:?}");
     }
     let notes: Vec<String> = before
         .values()
