@@ -847,13 +847,20 @@ fn acj_settled(obj: &DynamicObject) -> Result<(), String> {
 #[serde(rename_all = "camelCase", default)]
 struct CrrStatus {
     phase: Option<String>,
+    message: Option<String>,
 }
 
-/// In flight: no node agent answers; anything but a finished phase.
+/// In flight: no node agent answers; anything but a finished phase, except the one way
+/// both managers finish such a request: a minute after its creation with no answer
+/// (openkruise/kruise v1.9.0 pkg/controller/containerrecreaterequest/crr_controller.go
+/// `responseTimeout`; crr-ctl the same), which the later phases are past.
 fn crr_settled(obj: &DynamicObject) -> Result<(), String> {
     let s: CrrStatus = status(obj)?;
-    match s.phase.as_deref() {
-        Some("Completed") | Some("Failed") => Err(format!("finished without a node agent: {s:?}")),
+    match (s.phase.as_deref(), s.message.as_deref()) {
+        (Some("Completed"), Some("daemon has not responded for a long time")) => Ok(()),
+        (Some("Completed") | Some("Failed"), _) => {
+            Err(format!("finished without a node agent: {s:?}"))
+        }
         _ => Ok(()),
     }
 }
