@@ -5,8 +5,9 @@
 //	parity table    > crates/kruise-workload/src/revision/gotypes.json
 //	parity fixtures < tests/parity/inputs.json > tests/parity/expected.json
 //
-// `table` prints, for every Go struct reachable from a SidecarSet container and a Pod
-// template (the k8s.io/api version upstream's go.mod pins), its JSON fields in
+// `table` prints, for every Go struct reachable from a SidecarSet container, a Pod
+// template and a UnitedDeployment's subset template (the k8s.io/api version upstream's
+// go.mod pins), its JSON fields in
 // declaration order with their omitempty flag and type: what encoding/json needs to
 // write a value of it. Rust uses the table to write our values the way Go would.
 //
@@ -15,8 +16,8 @@
 // object is stored, and records the stored object and what upstream's own functions
 // compute from it: the SidecarSet hashes (sidecarcontrol.SidecarSetHash and
 // SidecarSetHashWithoutImage), and the ControllerRevision of a CloneSet, an Advanced
-// StatefulSet and an Advanced DaemonSet template (name, controller-revision-hash label,
-// data bytes).
+// StatefulSet, an Advanced DaemonSet template and a UnitedDeployment's subset template
+// (name, controller-revision-hash label, data bytes).
 package main
 
 import (
@@ -34,10 +35,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	kubecontroller "k8s.io/kubernetes/pkg/controller"
+	"k8s.io/kubernetes/pkg/controller/history"
 
 	"github.com/openkruise/kruise/apis/apps/defaults"
 	appsv1alpha1 "github.com/openkruise/kruise/apis/apps/v1alpha1"
@@ -46,6 +49,7 @@ import (
 	clonesetrevision "github.com/openkruise/kruise/pkg/controller/cloneset/revision"
 	_ "github.com/openkruise/kruise/pkg/controller/daemonset"
 	_ "github.com/openkruise/kruise/pkg/controller/statefulset"
+	_ "github.com/openkruise/kruise/pkg/controller/uniteddeployment"
 )
 
 // Upstream's own (unexported) revision functions, called as they are.
@@ -55,6 +59,9 @@ func statefulSetNewRevision(set *appsv1beta1.StatefulSet, revision int64, collis
 
 //go:linkname daemonSetGetPatch github.com/openkruise/kruise/pkg/controller/daemonset.getPatch
 func daemonSetGetPatch(ds *appsv1beta1.DaemonSet) ([]byte, error)
+
+//go:linkname unitedDeploymentGetPatch github.com/openkruise/kruise/pkg/controller/uniteddeployment.getUnitedDeploymentPatch
+func unitedDeploymentGetPatch(ud *appsv1beta1.UnitedDeployment) ([]byte, error)
 
 func main() {
 	// As upstream's main.go: its revision codecs encode through client-go's scheme.
@@ -217,6 +224,9 @@ func writeTable(w io.Writer) error {
 	}
 	tb.Roots["SidecarContainer"] = tb.typeName(reflect.TypeOf(appsv1alpha1.SidecarContainer{}))
 	tb.Roots["PodTemplateSpec"] = tb.typeName(reflect.TypeOf(corev1.PodTemplateSpec{}))
+	// The UnitedDeployment revision data (uniteddeployment/revision.go
+	// getUnitedDeploymentPatch) is the v1beta1 spec.template as encoding/json writes it.
+	tb.Roots["UnitedDeploymentSubsetTemplate"] = tb.typeName(reflect.TypeOf(appsv1beta1.SubsetTemplate{}))
 	for len(tb.todo) > 0 {
 		t := tb.todo[0]
 		tb.todo = tb.todo[1:]
@@ -254,7 +264,9 @@ type inputs struct {
 	CloneSets    []json.RawMessage `json:"cloneSets"`
 	StatefulSets []json.RawMessage `json:"statefulSets"`
 	DaemonSets   []json.RawMessage `json:"daemonSets"`
-	Quantities   []string          `json:"quantities"`
+	// Applied as apps.kruise.io/v1alpha1.
+	UnitedDeployments []json.RawMessage `json:"unitedDeployments"`
+	Quantities        []string          `json:"quantities"`
 }
 
 type sidecarSetOut struct {
@@ -289,7 +301,9 @@ type outputs struct {
 	CloneSets    []revisionOut   `json:"cloneSets"`
 	StatefulSets []revisionOut   `json:"statefulSets"`
 	DaemonSets   []revisionOut   `json:"daemonSets"`
-	Quantities   []quantityOut   `json:"quantities"`
+	// Stored is the v1beta1 object (the storage version) the controller reads.
+	UnitedDeployments []revisionOut `json:"unitedDeployments"`
+	Quantities        []quantityOut `json:"quantities"`
 }
 
 // A quantity as Go writes it once decoded, and after the container defaults
@@ -298,6 +312,27 @@ type quantityOut struct {
 	In        string `json:"in"`
 	Canonical string `json:"canonical"`
 	Milli     string `json:"milli"`
+}
+
+// unitedDeploymentRevision is what uniteddeployment/revision.go newRevision names the
+// revision of ud and stores in it: getUnitedDeploymentPatch's bytes, hashed by
+// history.NewControllerRevision with the collision count constructUnitedDeploymentRevisions
+// passes (never nil, 0 when unset).
+func unitedDeploymentRevision(ud *appsv1beta1.UnitedDeployment) (string, []byte, error) {
+	patch, err := unitedDeploymentGetPatch(ud)
+	if err != nil {
+		return "", nil, err
+	}
+	cc := int32(0)
+	if ud.Status.CollisionCount != nil {
+		cc = *ud.Status.CollisionCount
+	}
+	gvk := appsv1beta1.SchemeGroupVersion.WithKind("UnitedDeployment")
+	cr, err := history.NewControllerRevision(ud, gvk, nil, runtime.RawExtension{Raw: patch}, 1, &cc)
+	if err != nil {
+		return "", nil, err
+	}
+	return cr.Name, cr.Data.Raw, nil
 }
 
 // hashOf is the hash part of a revision name (the controller-revision-hash label of
@@ -463,6 +498,44 @@ func writeFixtures(r io.Reader, w io.Writer) error {
 			Name: informer.Name, CollisionCount: informer.Status.CollisionCount, Stored: st,
 			Revision: informer.Name + "-" + hash, Hash: hash, Data: string(patch),
 			RawRevision: applied.Name + "-" + rawHash, RawData: string(rawPatch),
+		})
+	}
+
+	for _, raw := range in.UnitedDeployments {
+		// Applied as v1alpha1 and defaulted by upstream's v1alpha1 webhook, converted to
+		// v1beta1 (the storage version, apis/apps/v1alpha1/uniteddeployment_conversion.go)
+		// and read by the controller as v1beta1.
+		var applied appsv1alpha1.UnitedDeployment
+		if err := json.Unmarshal(raw, &applied); err != nil {
+			return err
+		}
+		ud := applied.DeepCopy()
+		defaults.SetDefaultsUnitedDeployment(ud, true)
+		var converted appsv1beta1.UnitedDeployment
+		if err := ud.ConvertTo(&converted); err != nil {
+			return err
+		}
+		var informer appsv1beta1.UnitedDeployment
+		st, err := stored(&converted, &informer)
+		if err != nil {
+			return err
+		}
+		name, data, err := unitedDeploymentRevision(&informer)
+		if err != nil {
+			return err
+		}
+		var rawConverted appsv1beta1.UnitedDeployment
+		if err := applied.ConvertTo(&rawConverted); err != nil {
+			return err
+		}
+		rawName, rawData, err := unitedDeploymentRevision(&rawConverted)
+		if err != nil {
+			return err
+		}
+		out.UnitedDeployments = append(out.UnitedDeployments, revisionOut{
+			Name: informer.Name, CollisionCount: informer.Status.CollisionCount, Stored: st,
+			Revision: name, Hash: hashOf(name), Data: string(data),
+			RawRevision: rawName, RawData: string(rawData),
 		})
 	}
 
