@@ -46,7 +46,70 @@ pub fn revision_data(template: &Value) -> Value {
 /// sorted, `"$patch":"replace"`. Equal templates give equal data whether the object was
 /// stored by upstream's webhook or ours, so each side finds the other's revisions.
 pub fn pod_template_revision_data(template: &Value) -> Value {
-    let mut template = gojson::normalize(template, gojson::Root::PodTemplateSpec);
+    template_revision_data(template, gojson::Root::PodTemplateSpec)
+}
+
+/// The revision data of a UnitedDeployment's `spec.template` as upstream's
+/// `getUnitedDeploymentPatch` writes it (openkruise/kruise v1.9.0
+/// pkg/controller/uniteddeployment/revision.go): the whole UnitedDeployment encoded from
+/// its v1beta1 Go type, of which only `spec.template` is kept, with
+/// `"$patch":"replace"`. The template is decoded into Go's `apps/v1beta1.SubsetTemplate`
+/// and encoded again ([`gojson`]): the metadata as `metav1.ObjectMeta`
+/// (`creationTimestamp: null`), the subset workload spec as the v1beta1 (CloneSet,
+/// Advanced StatefulSet) or `apps/v1` (StatefulSet, Deployment) Go type, with Go's zero
+/// values, omitempty and canonical quantities. Pass the template as stored: fields the
+/// Go types do not have are dropped, as upstream's decoding drops them.
+pub fn ud_template_revision_data(template: &Value) -> Value {
+    template_revision_data(template, gojson::Root::UnitedDeploymentSubsetTemplate)
+}
+
+/// The four kinds of a UnitedDeployment's `spec.template`.
+const UD_TEMPLATE_KINDS: [&str; 4] = [
+    "statefulSetTemplate",
+    "advancedStatefulSetTemplate",
+    "cloneSetTemplate",
+    "deploymentTemplate",
+];
+
+/// Removes `apiVersion: v1` and `kind: PersistentVolumeClaim` from the
+/// `volumeClaimTemplates` entries of a UnitedDeployment's `spec.template.<kind>`: the only
+/// values they can have, which k8s-openapi's `PersistentVolumeClaim` always writes and Go
+/// writes only when they were stored (`metav1.TypeMeta` is `omitempty`).
+pub fn drop_claim_type_meta(template: &mut Value, kind: &str) {
+    let claims = template
+        .get_mut(kind)
+        .and_then(|t| t.get_mut("spec"))
+        .and_then(|s| s.get_mut("volumeClaimTemplates"))
+        .and_then(Value::as_array_mut);
+    for claim in claims
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
+        if claim.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+            claim.remove("apiVersion");
+        }
+        if claim.get("kind").and_then(Value::as_str) == Some("PersistentVolumeClaim") {
+            claim.remove("kind");
+        }
+    }
+}
+
+/// Whether two UnitedDeployment templates are the same once decoded as Go would, the
+/// claim templates' `apiVersion`/`kind` aside ([`drop_claim_type_meta`]).
+fn same_ud_template(a: &Value, b: &Value) -> bool {
+    let normalized = |t: &Value| {
+        let mut t = gojson::normalize(t, gojson::Root::UnitedDeploymentSubsetTemplate);
+        for kind in UD_TEMPLATE_KINDS {
+            drop_claim_type_meta(&mut t, kind);
+        }
+        t
+    };
+    normalized(a) == normalized(b)
+}
+
+fn template_revision_data(template: &Value, root: gojson::Root) -> Value {
+    let mut template = gojson::normalize(template, root);
     if let Value::Object(map) = &mut template {
         map.insert("$patch".into(), Value::String("replace".into()));
     }
@@ -268,10 +331,13 @@ pub fn new_controller_revision(
     }
 }
 
-/// Whether two revisions store the same template. When `b_data` is Pod-template data
-/// as [`pod_template_revision_data`] writes it, `a` matches too when its template is the
-/// same once decoded as Go would (a revision written by upstream, or by an earlier
-/// version of ours that did not normalize).
+/// Whether two revisions store the same template. When `b_data` is written by
+/// [`pod_template_revision_data`] or [`ud_template_revision_data`], `a` matches too when
+/// its template is the same once decoded as Go would decode it into the same type (a
+/// revision written by upstream, or by an earlier version of ours that did not
+/// normalize); for a UnitedDeployment template, also when only the claim templates'
+/// `apiVersion: v1`/`kind: PersistentVolumeClaim` differ (written or not), so a revision
+/// upstream or an earlier version of ours wrote with them is kept.
 pub fn equal_data(a: &ControllerRevision, b_data: &Value) -> bool {
     let Some(a_data) = a.data.as_ref().map(|d| &d.0) else {
         return false;
@@ -283,7 +349,10 @@ pub fn equal_data(a: &ControllerRevision, b_data: &Value) -> bool {
         return false;
     };
     let normalized_b = pod_template_revision_data(&b_template);
-    &normalized_b == b_data && pod_template_revision_data(&a_template) == normalized_b
+    if &normalized_b == b_data {
+        return pod_template_revision_data(&a_template) == normalized_b;
+    }
+    &ud_template_revision_data(&b_template) == b_data && same_ud_template(&a_template, &b_template)
 }
 
 /// The Pod template stored in a revision's data (without `$patch`).
@@ -544,6 +613,84 @@ mod parity {
                 );
             }
         }
+    }
+
+    /// UnitedDeployment revisions (uniteddeployment/revision.go getUnitedDeploymentPatch)
+    /// of the template as JSON, for the object upstream stored (v1beta1) and the one
+    /// applied (v1alpha1). uniteddeployment-ctl tests the template as its type gives it.
+    #[test]
+    fn united_deployment_revisions_equal_upstreams() {
+        let fixtures = fixtures("unitedDeployments");
+        let inputs = inputs("unitedDeployments");
+        assert_eq!(fixtures.len(), inputs.len());
+        for (f, input) in fixtures.iter().zip(&inputs) {
+            let name = f["name"].as_str().unwrap();
+            let cc = f["collisionCount"].as_i64().unwrap_or(0) as i32;
+            for (object, want_data, want_name) in [
+                (&f["stored"], &f["data"], &f["revision"]),
+                (input, &f["rawData"], &f["rawRevision"]),
+            ] {
+                let template = &object["spec"]["template"];
+                let data = ud_template_revision_data(template);
+                let go = want_data.as_str().unwrap();
+                assert_eq!(String::from_utf8(go_json(&data)).unwrap(), go, "{name}");
+                assert_eq!(sent(&data), go_unescaped(go), "{name}: sent");
+                assert_eq!(
+                    revision_name(name, &hash(&data, cc)),
+                    want_name.as_str().unwrap(),
+                    "{name}"
+                );
+                let theirs = ControllerRevision {
+                    data: Some(RawExtension(serde_json::from_str(go).unwrap())),
+                    ..Default::default()
+                };
+                assert!(equal_data(&theirs, &data), "{name}: upstream's revision");
+                // A revision an earlier version of ours wrote for the same template
+                // (revision_data of the typed template, not normalized, claim templates
+                // with apiVersion and kind) is found too: upgrading ours keeps it.
+                let mut typed = template.clone();
+                for kind in UD_TEMPLATE_KINDS {
+                    let claims = typed
+                        .pointer_mut(&format!("/{kind}/spec/volumeClaimTemplates"))
+                        .and_then(Value::as_array_mut);
+                    for claim in claims.into_iter().flatten() {
+                        claim["apiVersion"] = "v1".into();
+                        claim["kind"] = "PersistentVolumeClaim".into();
+                    }
+                }
+                let ours_before = ControllerRevision {
+                    data: Some(RawExtension(revision_data(&typed))),
+                    ..Default::default()
+                };
+                assert!(
+                    equal_data(&ours_before, &data),
+                    "{name}: our earlier revision"
+                );
+                // Upstream's revision of the template with them equals ours without.
+                let theirs_typed = ControllerRevision {
+                    data: Some(RawExtension(ud_template_revision_data(&typed))),
+                    ..Default::default()
+                };
+                let mut untyped = typed.clone();
+                for kind in UD_TEMPLATE_KINDS {
+                    drop_claim_type_meta(&mut untyped, kind);
+                }
+                assert!(
+                    equal_data(&theirs_typed, &ud_template_revision_data(&untyped)),
+                    "{name}: claim templates' apiVersion and kind"
+                );
+            }
+        }
+        // A different template is not equal.
+        let other = serde_json::json!({"deploymentTemplate": {"spec": {"template": {
+            "spec": {"containers": [{"name": "c", "image": "other"}]}}}}});
+        let theirs = ControllerRevision {
+            data: Some(RawExtension(
+                serde_json::from_str(fixtures[0]["data"].as_str().unwrap()).unwrap(),
+            )),
+            ..Default::default()
+        };
+        assert!(!equal_data(&theirs, &ud_template_revision_data(&other)));
     }
 
     /// A revision written by an earlier version of ours (not normalized: `0.25` for

@@ -25,6 +25,10 @@ pub enum Root {
     SidecarContainer,
     /// `core/v1.PodTemplateSpec`.
     PodTemplateSpec,
+    /// openkruise `apps/v1beta1.SubsetTemplate`: a UnitedDeployment's `spec.template`
+    /// (apis/apps/v1beta1/uniteddeployment_types.go). Its `metadata` fields are
+    /// schemaless in the CRD but `metav1.ObjectMeta` in Go, so they are written as one.
+    UnitedDeploymentSubsetTemplate,
 }
 
 #[derive(Default, Deserialize)]
@@ -60,6 +64,7 @@ pub fn marshal(value: &Value, root: Root) -> Vec<u8> {
     let name = match root {
         Root::SidecarContainer => "SidecarContainer",
         Root::PodTemplateSpec => "PodTemplateSpec",
+        Root::UnitedDeploymentSubsetTemplate => "UnitedDeploymentSubsetTemplate",
     };
     let mut out = Vec::with_capacity(1024);
     match t.roots.get(name) {
@@ -253,7 +258,7 @@ mod tests {
     #[test]
     fn the_table_is_complete() {
         let t = table();
-        assert_eq!(t.roots.len(), 2);
+        assert_eq!(t.roots.len(), 3);
         let mut names: Vec<&str> = t.roots.values().map(String::as_str).collect();
         for fields in t.structs.values() {
             for f in fields {
@@ -317,6 +322,24 @@ mod tests {
         assert_eq!(
             go(t, Root::PodTemplateSpec),
             r#"{"metadata":{"creationTimestamp":null,"labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}}"#
+        );
+    }
+
+    #[test]
+    fn a_subset_template_is_written_as_go_writes_the_v1beta1_type() {
+        // v1beta1 CloneSetSpec: a v1alpha1-only field (`updateStrategy.partition`) is
+        // dropped, `scaleStrategy` and `updateStrategy` (structs) always written.
+        let t = json!({"cloneSetTemplate": {"metadata": {"labels": {"app": "x"}, "extra": 1},
+            "spec": {"updateStrategy": {"type": "InPlaceIfPossible", "partition": 1},
+                "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}});
+        assert_eq!(
+            go(t, Root::UnitedDeploymentSubsetTemplate),
+            r#"{"cloneSetTemplate":{"metadata":{"creationTimestamp":null,"labels":{"app":"x"}},"spec":{"selector":null,"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":[{"name":"c","image":"i","resources":{}}]}},"scaleStrategy":{},"updateStrategy":{"type":"InPlaceIfPossible"}}}}"#
+        );
+        let t = json!({"deploymentTemplate": {"spec": {"template": {}}}});
+        assert_eq!(
+            go(t, Root::UnitedDeploymentSubsetTemplate),
+            r#"{"deploymentTemplate":{"metadata":{"creationTimestamp":null},"spec":{"selector":null,"template":{"metadata":{"creationTimestamp":null},"spec":{"containers":null}},"strategy":{}}}}"#
         );
     }
 }
