@@ -132,7 +132,6 @@ async fn sync_revision(
     ud: &UnitedDeployment,
     ns: &str,
 ) -> Result<history::Revisions, history::RevisionError> {
-    let template = serde_json::to_value(&ud.spec.template).unwrap_or_default();
     let status = ud.status.clone().unwrap_or_default();
     let owner: OwnerReference = owner_reference(ud);
     let owned = ctx.revisions.owned_by(&owner.uid);
@@ -141,7 +140,7 @@ async fn sync_revision(
         RevisionSource {
             owner,
             namespace: ns,
-            data: revision::revision_data(&template),
+            data: revision_data(ud),
             labels: ud.spec.selector.match_labels.clone().unwrap_or_default(),
             annotations: Default::default(),
             current_revision: &status.current_revision,
@@ -151,6 +150,32 @@ async fn sync_revision(
         owned,
     )
     .await
+}
+
+/// The data of the revision of the UnitedDeployment's current template: upstream's
+/// `getUnitedDeploymentPatch` bytes (openkruise/kruise v1.9.0
+/// pkg/controller/uniteddeployment/revision.go), so a UnitedDeployment keeps the revision
+/// name kruise-manager gave it (the subset workloads' Pods carry it in
+/// `controller-revision-hash`). The template serializes as read: a v1beta1-shaped
+/// `cloneSetTemplate` exactly as stored, the others through their types, whose fields
+/// Go's types do not have are dropped again by the normalization.
+///
+/// One thing the types add: k8s-openapi writes `apiVersion: v1` and `kind:
+/// PersistentVolumeClaim` on every `volumeClaimTemplates` entry, which Go writes only
+/// when they were stored. They are taken out again, which is right for entries written
+/// without them (as the Kubernetes StatefulSet examples are); for entries stored with
+/// them the name differs from upstream's, but upstream's revision is still found and
+/// kept ([`revision::equal_data`] sets them aside).
+pub fn revision_data(ud: &UnitedDeployment) -> Value {
+    let mut template = serde_json::to_value(&ud.spec.template).unwrap_or_default();
+    revision::drop_claim_type_meta(&mut template, "statefulSetTemplate");
+    revision::drop_claim_type_meta(&mut template, "advancedStatefulSetTemplate");
+    // A v1beta1-shaped CloneSet template serializes as stored.
+    let cloneset = ud.spec.template.clone_set_template.as_ref();
+    if cloneset.is_some_and(|t| !t.is_v1beta1()) {
+        revision::drop_claim_type_meta(&mut template, "cloneSetTemplate");
+    }
+    revision::ud_template_revision_data(&template)
 }
 
 fn api_for(ctx: &Context, ns: &str, kind: WorkloadKind) -> Api<DynamicObject> {
@@ -324,4 +349,68 @@ fn failed_update(subset: &str, workload: &WorkloadRef, e: kube::Error) -> (&'sta
         REASON_UPDATE_SUBSET_FAILED,
         format!("failed to update subset {subset} ({}): {e}", workload.name),
     )
+}
+
+/// Revision names of the UnitedDeployments in tests/parity/inputs.json against what
+/// OpenKruise v1.9.0's own functions compute (tests/parity, `make parity-fixtures`:
+/// uniteddeployment/revision.go getUnitedDeploymentPatch and history.NewControllerRevision),
+/// for the object as upstream stored it (read through our conversion to v1alpha1, as this
+/// controller reads it) and as applied. Equal names: a switch between kruise-manager and
+/// this controller creates no revision and writes no subset Pod.
+#[cfg(test)]
+mod parity {
+    use super::*;
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+    use kruise_workload::revision::{equal_data, go_json, hash, revision_name};
+
+    fn read(object: &Value) -> UnitedDeployment {
+        let v1alpha1 = kruise_api::conversion::convert_uniteddeployment(
+            object.clone(),
+            "apps.kruise.io/v1alpha1",
+        )
+        .unwrap();
+        serde_json::from_value(v1alpha1).unwrap()
+    }
+
+    #[test]
+    fn revision_names_equal_upstreams() {
+        let expected: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/expected.json")).unwrap();
+        let inputs: Value =
+            serde_json::from_str(include_str!("../../../tests/parity/inputs.json")).unwrap();
+        let fixtures = expected["unitedDeployments"].as_array().unwrap();
+        let inputs = inputs["unitedDeployments"].as_array().unwrap();
+        assert_eq!(fixtures.len(), inputs.len());
+        assert!(fixtures.len() >= 3);
+        for (f, input) in fixtures.iter().zip(inputs) {
+            let name = f["name"].as_str().unwrap();
+            let cc = f["collisionCount"].as_i64().unwrap_or(0) as i32;
+            for (object, want_data, want_name) in [
+                (&f["stored"], &f["data"], &f["revision"]),
+                (input, &f["rawData"], &f["rawRevision"]),
+            ] {
+                let ud = read(object);
+                let data = revision_data(&ud);
+                assert_eq!(
+                    revision_name(name, &hash(&data, cc)),
+                    want_name.as_str().unwrap(),
+                    "{name}"
+                );
+                assert_eq!(
+                    String::from_utf8(go_json(&data)).unwrap(),
+                    want_data.as_str().unwrap(),
+                    "{name}"
+                );
+                // The revision an earlier version of this controller made of the same
+                // template (its data not normalized) is kept: upgrading rolls no Pod.
+                let template = serde_json::to_value(&ud.spec.template).unwrap();
+                let before = ControllerRevision {
+                    data: Some(RawExtension(revision::revision_data(&template))),
+                    ..Default::default()
+                };
+                assert!(equal_data(&before, &data), "{name}: earlier revision");
+            }
+        }
+    }
 }
