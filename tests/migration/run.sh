@@ -203,6 +203,7 @@ start_manager() { # step
     setsid "$manager_bin" --enable-leader-election=true --leader-election-namespace=kruise-system \
     --metrics-addr=127.0.0.1:$up_metrics --health-probe-addr=127.0.0.1:$up_probe \
     --enable-pprof=false --protection-log-path="$up_state/protection" \
+    --feature-gates=ImagePullJobGate=true \
     >>"$state/logs/kruise-manager.log" 2>&1 </dev/null &
   manager_pid=$!
   local deadline=$((SECONDS + 240))

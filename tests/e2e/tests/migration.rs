@@ -406,8 +406,8 @@ fn zone_subset(zone: &str) -> Value {
 }
 
 /// The kinds beyond the four workloads: each over a workload of its own namespace.
-/// ImagePullJob is not here: upstream's default gates leave ImagePullJobGate off, and its
-/// webhook then refuses one.
+/// kruise-manager runs with `ImagePullJobGate=true`, as OpenKruise's chart sets it (the
+/// gate's default, off, makes its webhook refuse an ImagePullJob).
 fn more_kinds() -> Vec<Kind> {
     vec![
         Kind {
@@ -588,7 +588,45 @@ fn more_kinds() -> Vec<Kind> {
             revision_namespaces: &[],
             companions: || vec![cloneset("crr-target", 1)],
         },
+        Kind {
+            // In flight: kwok has no node agent, so no node pulls; the job never completes.
+            name: "imagepulljob",
+            group: APPS,
+            version: "v1alpha1",
+            api_kind: "ImagePullJob",
+            plural: "imagepulljobs",
+            object: "ipj",
+            manifest: || {
+                json!({
+                    "apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob",
+                    "metadata": {"name": "ipj"},
+                    "spec": {"image": "nginx:1.25", "parallelism": 1,
+                             "completionPolicy": {"type": "Never"}}
+                })
+            },
+            settled: ipj_settled,
+            rollout: None,
+            revision_namespaces: &[],
+            companions: Vec::new,
+        },
     ]
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct IpjStatus {
+    completion_time: Option<String>,
+    failed: i32,
+}
+
+/// In flight: `completionPolicy: Never` never completes, and no node fails it.
+fn ipj_settled(obj: &DynamicObject) -> Result<(), String> {
+    let s: IpjStatus = status(obj)?;
+    if s.completion_time.is_none() && s.failed == 0 {
+        Ok(())
+    } else {
+        Err(format!("finished: {s:?}"))
+    }
 }
 
 async fn fake_container_ids(pods: &Api<Pod>, name: &str) -> Result<(), String> {
@@ -1251,8 +1289,10 @@ async fn phase_create(env: &Env) -> PhaseResult {
             Ok(s) => r.seconds = Some(*s),
             Err(e) => r.failures.push(format!("not settled: {e}")),
         }
-        // An AdvancedCronJob never due has no Pod.
-        if k.name != "advancedcronjob" && snap.pods.get(k.name).is_none_or(BTreeMap::is_empty) {
+        // An AdvancedCronJob never due has no Pod; an ImagePullJob never has one.
+        if !["advancedcronjob", "imagepulljob"].contains(&k.name)
+            && snap.pods.get(k.name).is_none_or(BTreeMap::is_empty)
+        {
             r.failures.push("no Pods".into());
         }
         r.pass = r.failures.is_empty();
