@@ -10,8 +10,9 @@
 #                cluster, installed as its chart installs it: the 18 CRDs of config/crd/bases
 #                with the conversion patches config/crd/kustomization.yaml lists (a URL at
 #                127.0.0.1 and its CA), every webhook of config/webhook/manifests.yaml (URLs),
-#                leader election on (Lease kruise-system/kruise-manager), default feature
-#                gates. The workloads created and settled under it.
+#                leader election on (Lease kruise-system/kruise-manager), the feature
+#                gates' defaults but ImagePullJobGate=true (as its chart sets it). The
+#                workloads created and settled under it.
 #   2 to ours    kruise-manager stopped, its Lease deleted (as a user would; MIGRATION_LEASE=
 #                expire waits out its 15 s instead), its two webhook configurations deleted,
 #                deploy/crds applied server-side, every controller of ours started
