@@ -44,6 +44,8 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
             a::PersistentPodState::crd(),
             apps_v1beta1::persistentpodstate::PersistentPodState::crd(),
         ),
+        a::NodePodProbe::crd(),
+        a::PodProbeMarker::crd(),
         served_with_v1beta1(
             a::ResourceDistribution::crd(),
             apps_v1beta1::resourcedistribution::ResourceDistribution::crd(),
