@@ -32,7 +32,10 @@ pub fn options(runtime: &Runtime) -> Options {
     Options {
         partition_rollback: g.enabled(gates::CLONESET_PARTITION_ROLLBACK),
         short_hash: g.enabled(gates::CLONESET_SHORT_HASH),
-        env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+        in_place: kruise_inplace::DiffOptions {
+            env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+            vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
+        },
         preparing_update_as_update: g.enabled(gates::PREPARING_UPDATE_AS_UPDATE),
         exclude_preparing_delete: false,
         predownload: g.enabled(gates::PRE_DOWNLOAD_IMAGE_FOR_IN_PLACE_UPDATE),

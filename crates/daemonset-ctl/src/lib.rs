@@ -92,10 +92,12 @@ impl FailedBackoff {
 
 /// The controller's options from the feature gates.
 pub fn options(runtime: &Runtime) -> Options {
+    let g = &runtime.gates;
     Options {
-        env_from_metadata: runtime
-            .gates
-            .enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+        in_place: kruise_inplace::DiffOptions {
+            env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+            vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
+        },
     }
 }
 

@@ -116,6 +116,11 @@ pub struct InPlaceUpdateState {
     /// Metadata referenced by env of containers waiting for an earlier batch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub next_container_ref_metadata: BTreeMap<String, ObjectMeta>,
+    /// Resources (cpu, memory) of containers waiting for an earlier batch
+    /// (`InPlaceWorkloadVerticalScaling`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub next_container_resources:
+        BTreeMap<String, k8s_openapi::api::core::v1::ResourceRequirements>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_check_before_next: Option<InPlaceUpdatePreCheckBeforeNext>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -16,7 +16,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerState, EnvVar, PodCondition, PodReadinessGate, Toleration,
+    Affinity, ContainerResizePolicy, ContainerState, EnvVar, PodCondition, PodReadinessGate,
+    ResourceRequirements, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
@@ -61,9 +62,10 @@ pub struct PodSpec {
     pub tolerations: Option<Vec<Toleration>>,
 }
 
-/// The part of `Container` the plans read: what an in-place update changes or checks.
-/// Not its resources: nothing a workload plans reads them from a Pod (a resize in place
-/// compares templates).
+/// The part of `Container` the plans read: what an in-place update changes or checks
+/// (its image, the env read from metadata, and for a resize in place
+/// (`InPlaceWorkloadVerticalScaling`) its resources and resize policy; boxed, as they are
+/// read only then).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Container {
@@ -74,6 +76,10 @@ pub struct Container {
     /// (`InPlaceUpdateEnvFromMetadata`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env: Option<Vec<EnvVar>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Box<Resources>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resize_policy: Option<Vec<ContainerResizePolicy>>,
 }
 
 /// The part of `PodStatus` the plans read.
@@ -109,6 +115,96 @@ pub struct ContainerStatus {
     /// Boxed: read only for a container that is waiting or has terminated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<Box<ContainerState>>,
+    /// The resources the kubelet has actuated (read after a resize in place).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Box<Resources>>,
+}
+
+/// A container's requests and limits (`ResourceRequirements` without `claims`), each a
+/// short list rather than k8s-openapi's `BTreeMap`s: a B-tree node is several hundred
+/// bytes even for the two entries (cpu, memory) a container has, and every cached Pod
+/// holds two of them per container, twice (spec and status).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default)]
+pub struct Resources {
+    #[serde(skip_serializing_if = "ResourceList::is_empty")]
+    pub limits: ResourceList,
+    #[serde(skip_serializing_if = "ResourceList::is_empty")]
+    pub requests: ResourceList,
+}
+
+/// Resource name -> quantity, in the order the apiserver sent them (a JSON object).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceList(pub Vec<(String, String)>);
+
+impl ResourceList {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The quantity of `resource`, as written.
+    pub fn get(&self, resource: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(name, _)| name == resource)
+            .map(|(_, q)| q.as_str())
+    }
+}
+
+impl From<&ResourceRequirements> for Resources {
+    fn from(r: &ResourceRequirements) -> Self {
+        let list = |m: &Option<
+            BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >| {
+            ResourceList(
+                m.iter()
+                    .flatten()
+                    .map(|(k, q)| (k.clone(), q.0.clone()))
+                    .collect(),
+            )
+        };
+        Resources {
+            limits: list(&r.limits),
+            requests: list(&r.requests),
+        }
+    }
+}
+
+impl Serialize for ResourceList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ResourceList;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of resource names to quantities")
+            }
+            fn visit_unit<E>(self) -> Result<ResourceList, E> {
+                Ok(ResourceList::default())
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<ResourceList, A::Error> {
+                let mut list = Vec::with_capacity(access.size_hint().unwrap_or(2).min(8));
+                while let Some(entry) = access.next_entry::<String, String>()? {
+                    list.push(entry);
+                }
+                Ok(ResourceList(list))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 impl k8s_openapi::Resource for Pod {
@@ -138,6 +234,8 @@ impl From<&k8s_openapi::api::core::v1::Container> for Container {
             name: c.name.clone(),
             image: c.image.clone(),
             env: c.env.clone(),
+            resources: c.resources.as_ref().map(|r| Box::new(Resources::from(r))),
+            resize_policy: c.resize_policy.clone(),
         }
     }
 }
@@ -174,6 +272,7 @@ impl From<&k8s_openapi::api::core::v1::ContainerStatus> for ContainerStatus {
             restart_count: c.restart_count,
             started: c.started,
             state: c.state.clone().map(Box::new),
+            resources: c.resources.as_ref().map(|r| Box::new(Resources::from(r))),
         }
     }
 }

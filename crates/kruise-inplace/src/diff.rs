@@ -35,6 +35,10 @@ pub struct UpdateSpec {
     /// with the metadata they read.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub container_ref_metadata: BTreeMap<String, ObjectMeta>,
+    /// Container name -> the cpu/memory requests and limits that change in place
+    /// (`InPlaceWorkloadVerticalScaling`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub container_resources: crate::resources::ResourceChanges,
     #[serde(default, skip_serializing_if = "MetadataChanges::is_empty")]
     pub metadata: MetadataChanges,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -47,6 +51,29 @@ fn is_zero(v: &i32) -> bool {
     *v == 0
 }
 
+impl UpdateSpec {
+    /// Only resources change: no image, no container restarted for its env (upstream's
+    /// `VerticalUpdateOnly`).
+    pub fn vertical_update_only(&self) -> bool {
+        !self.container_resources.is_empty()
+            && self.container_images.is_empty()
+            && !self.update_env_from_metadata
+    }
+}
+
+/// The gates that widen what goes in place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiffOptions {
+    /// `InPlaceUpdateEnvFromMetadata`: a changed label/annotation read by a container's
+    /// env (`fieldRef: metadata.labels['k']`) marks that container for a restart instead
+    /// of disqualifying the update.
+    pub env_from_metadata: bool,
+    /// `InPlaceWorkloadVerticalScaling`: replaced cpu/memory requests and limits resize
+    /// the containers (`pods/resize`) instead of recreating the Pod, unless the Pod's QoS
+    /// class changes.
+    pub vertical_scaling: bool,
+}
+
 /// Why a change cannot go in place.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -55,15 +82,14 @@ pub struct NotInPlace(pub String);
 /// Decides whether moving from `old_data` to `new_data` (revision data,
 /// `{"spec":{"template":…}}`) can go in place, and what it changes.
 ///
-/// `env_from_metadata`: gate `InPlaceUpdateEnvFromMetadata`; when on, a changed
-/// label/annotation read by a container's env (`fieldRef: metadata.labels['k']`) marks that
-/// container for a restart instead of disqualifying the update.
+/// `options` says which gates widen what qualifies ([`DiffOptions`]).
 pub fn diff(
     old_data: &Value,
     new_data: &Value,
     new_revision: &str,
-    env_from_metadata: bool,
+    options: DiffOptions,
 ) -> Result<UpdateSpec, NotInPlace> {
+    let env_from_metadata = options.env_from_metadata;
     let old_t = template(old_data);
     let new_t = template(new_data);
     let mut spec = UpdateSpec {
@@ -86,8 +112,11 @@ pub fn diff(
     // Spec: equal once container images are set aside.
     let old_spec = old_t.get("spec").cloned().unwrap_or(Value::Null);
     let new_spec = new_t.get("spec").cloned().unwrap_or(Value::Null);
-    let (old_masked, _) = mask_images(&old_spec);
-    let (new_masked, new_images) = mask_images(&new_spec);
+    let (mut old_masked, _) = mask_images(&old_spec);
+    let (mut new_masked, new_images) = mask_images(&new_spec);
+    if options.vertical_scaling {
+        spec.container_resources = crate::resources::mask_resizes(&mut old_masked, &mut new_masked);
+    }
     if old_masked != new_masked {
         let op = json_patch::diff(&old_masked, &new_masked)
             .0
@@ -96,6 +125,17 @@ pub fn diff(
             .map(|op| format!("{} /spec/template/spec{}", op_name(&op), op_path(&op)))
             .unwrap_or_else(|| "a change".into());
         return Err(NotInPlace(format!("{op} can not be updated in place")));
+    }
+    if !spec.container_resources.is_empty() {
+        let (from, to) = (
+            crate::resources::qos_class(&old_spec),
+            crate::resources::qos_class(&new_spec),
+        );
+        if from != to {
+            return Err(NotInPlace(format!(
+                "the Pod QoS class changes from {from} to {to}: resources can not be resized in place"
+            )));
+        }
     }
     let (_, old_images) = mask_images(&old_spec);
     for (name, image) in &new_images {
@@ -298,6 +338,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const ENV: DiffOptions = DiffOptions {
+        env_from_metadata: true,
+        vertical_scaling: false,
+    };
+    const VPA: DiffOptions = DiffOptions {
+        env_from_metadata: false,
+        vertical_scaling: true,
+    };
+
     fn data(labels: Value, containers: Value) -> Value {
         json!({"spec": {"template": {"$patch": "replace", "metadata": {"labels": labels}, "spec": {"containers": containers}}}})
     }
@@ -312,7 +361,7 @@ mod tests {
             json!({"app": "cs"}),
             json!([{"name": "nginx", "image": "nginx:1.7.9"}, {"name": "side", "image": "busybox"}]),
         );
-        let spec = diff(&old, &new, "cs-2", true).unwrap();
+        let spec = diff(&old, &new, "cs-2", ENV).unwrap();
         assert_eq!(
             spec.container_images,
             BTreeMap::from([("nginx".to_string(), "nginx:1.7.9".to_string())])
@@ -331,7 +380,7 @@ mod tests {
             json!({"app": "cs", "tier": "web"}),
             json!([{"name": "c", "image": "a"}]),
         );
-        let spec = diff(&old, &new, "r", true).unwrap();
+        let spec = diff(&old, &new, "r", ENV).unwrap();
         assert!(spec.container_images.is_empty());
         assert_eq!(spec.metadata.labels.get("tier"), Some(&Some("web".into())));
         assert_eq!(spec.metadata.labels.get("old"), Some(&None));
@@ -348,8 +397,44 @@ mod tests {
             json!([{"name": "renamed", "image": "a"}]),
         ] {
             let new = data(json!({}), changed.clone());
-            assert!(diff(&old, &new, "r", true).is_err(), "{changed}");
+            assert!(diff(&old, &new, "r", ENV).is_err(), "{changed}");
         }
+    }
+
+    #[test]
+    fn with_vertical_scaling_a_resize_goes_in_place_unless_qos_changes() {
+        let c = |cpu: &str, image: &str| json!([{"name": "c", "image": image, "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": "4"}}}]);
+        let old = data(json!({}), c("1", "a"));
+        let new = data(json!({}), c("2", "b"));
+        assert!(diff(&old, &new, "r", ENV).is_err(), "gate off: recreate");
+        let spec = diff(&old, &new, "r", VPA).unwrap();
+        assert_eq!(spec.container_images["c"], "b");
+        assert_eq!(
+            spec.container_resources["c"].requests.as_ref().unwrap()["cpu"].0,
+            "2"
+        );
+        assert!(!spec.vertical_update_only(), "an image changes too");
+        // Burstable -> Guaranteed: a new Pod.
+        let guaranteed = data(
+            json!({}),
+            json!([{"name": "c", "image": "a", "resources": {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}}]),
+        );
+        let burstable = data(
+            json!({}),
+            json!([{"name": "c", "image": "a", "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}}}]),
+        );
+        let err = diff(&burstable, &guaranteed, "r", VPA).unwrap_err();
+        assert!(
+            err.0
+                .contains("QoS class changes from Burstable to Guaranteed"),
+            "{err}"
+        );
+        // Adding a limit is not a resize.
+        let added = data(
+            json!({}),
+            json!([{"name": "c", "image": "a", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "4", "memory": "1Gi"}}}]),
+        );
+        assert!(diff(&old, &added, "r", VPA).is_err());
     }
 
     #[test]
@@ -363,14 +448,14 @@ mod tests {
             json!({"version": "2"}),
             json!([{"name": "c", "image": "a", "env": env}, {"name": "d", "image": "b"}]),
         );
-        let spec = diff(&old, &new, "r", true).unwrap();
+        let spec = diff(&old, &new, "r", ENV).unwrap();
         assert!(spec.update_env_from_metadata);
         assert_eq!(
             spec.container_ref_metadata["c"].labels.as_ref().unwrap()["version"],
             "2"
         );
         assert!(!spec.container_ref_metadata.contains_key("d"));
-        let spec = diff(&old, &new, "r", false).unwrap();
+        let spec = diff(&old, &new, "r", DiffOptions::default()).unwrap();
         assert!(
             !spec.update_env_from_metadata,
             "gate off: plain metadata update"

@@ -10,14 +10,20 @@
 //!   is over, start the next container batch (launch priority), and flip
 //!   `InPlaceUpdateReady` back to True once the kubelet reports the new containers.
 //!
+//! - [`resources`]: in-place vertical scaling (gate `InPlaceWorkloadVerticalScaling`):
+//!   replaced cpu/memory requests and limits go through the Pod `resize` subresource
+//!   ([`PodWrites::resize_patch`]), and the update completes once the kubelet reports them.
+//!
 //! Writes per Pod for a plain image update: 3 (condition False, spec patch, condition True).
 
 mod diff;
 pub mod envhash;
+pub mod resources;
 mod update;
 
 pub use diff::{
-    InPlaceOnlyViolation, MetadataChanges, NotInPlace, UpdateSpec, diff, in_place_only_violation,
+    DiffOptions, InPlaceOnlyViolation, MetadataChanges, NotInPlace, UpdateSpec, diff,
+    in_place_only_violation,
 };
 pub use update::{
     PodWrites, RefreshAction, container_priorities, inplace_state, is_update_completed,

@@ -15,6 +15,7 @@ use kruise_ordering::predicates::{condition, has_readiness_gate};
 use serde_json::{Map, Value, json};
 
 use crate::diff::{MetadataChanges, UpdateSpec};
+use crate::resources::ResourceChanges;
 
 /// What to write to a Pod. The status patch (conditions) goes first: a Pod is marked
 /// not-ready before anything about it changes.
@@ -25,13 +26,16 @@ pub struct PodWrites {
     /// Strategic-merge patch for the Pod (metadata, container images), carrying the Pod's
     /// resourceVersion so a write based on a stale cache fails instead of clobbering.
     pub pod_patch: Option<Value>,
+    /// Strategic-merge patch for `pods/resize` (new container cpu/memory), sent after the
+    /// status patch and before the Pod patch, as upstream does.
+    pub resize_patch: Option<Value>,
     /// When the caller should look at this Pod again.
     pub requeue_after: Option<Duration>,
 }
 
 impl PodWrites {
     pub fn is_empty(&self) -> bool {
-        self.status_patch.is_none() && self.pod_patch.is_none()
+        self.status_patch.is_none() && self.pod_patch.is_none() && self.resize_patch.is_none()
     }
 }
 
@@ -96,6 +100,9 @@ struct Batch {
     /// New images written now.
     images: BTreeMap<String, String>,
     next_images: BTreeMap<String, String>,
+    /// New resources written now (`pods/resize`), and those of later batches.
+    resources: ResourceChanges,
+    next_resources: ResourceChanges,
     /// Metadata read by the env of containers of later batches: those labels and
     /// annotations are written only with their batch, so that the node agent does not
     /// restart those containers early.
@@ -104,7 +111,9 @@ struct Batch {
 
 impl Batch {
     fn has_next(&self) -> bool {
-        !self.next_images.is_empty() || !self.next_ref_metadata.is_empty()
+        !self.next_images.is_empty()
+            || !self.next_ref_metadata.is_empty()
+            || !self.next_resources.is_empty()
     }
 
     /// Whether the batch holds back this label (`label`) or annotation key.
@@ -159,10 +168,15 @@ fn plan_batch(
     pod: &Pod,
     images: &BTreeMap<String, String>,
     ref_metadata: &BTreeMap<String, ObjectMeta>,
+    resources: &ResourceChanges,
 ) -> Batch {
     let priorities = container_priorities(pod);
     let priority = |n: &String| priorities.get(n).copied().unwrap_or(0);
-    let changed: BTreeSet<&String> = images.keys().chain(ref_metadata.keys()).collect();
+    let changed: BTreeSet<&String> = images
+        .keys()
+        .chain(ref_metadata.keys())
+        .chain(resources.keys())
+        .collect();
     let top = changed.iter().map(|n| priority(n)).max();
     let mut containers: BTreeSet<String> = changed
         .iter()
@@ -206,10 +220,16 @@ fn plan_batch(
         .filter(|(c, _)| !containers.contains(*c))
         .map(|(c, m)| (c.clone(), m.clone()))
         .collect();
+    let (resources, next_resources) = resources
+        .iter()
+        .map(|(n, r)| (n.clone(), r.clone()))
+        .partition(|(n, _)| containers.contains(n));
     Batch {
         containers,
         images,
         next_images,
+        resources,
+        next_resources,
         next_ref_metadata,
     }
 }
@@ -218,6 +238,7 @@ fn plan_batch(
 fn record_batch(state: &mut InPlaceUpdateState, batch: &Batch, now: Timestamp) {
     state.next_container_images = batch.next_images.clone();
     state.next_container_ref_metadata = batch.next_ref_metadata.clone();
+    state.next_container_resources = batch.next_resources.clone();
     state.pre_check_before_next = batch.has_next().then(|| InPlaceUpdatePreCheckBeforeNext {
         containers_required_ready: batch.containers.iter().cloned().collect(),
     });
@@ -328,10 +349,20 @@ pub fn start_update(
     annotations: &BTreeMap<String, String>,
     now: Timestamp,
 ) -> PodWrites {
-    let status_patch = has_readiness_gate(pod, keys::INPLACE_UPDATE_READY)
-        .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
+    // A resize that restarts no container keeps the Pod in service (upstream's
+    // `defaultCheckPodNeedsBeUnready`).
+    let takes_out_of_service = !spec.vertical_update_only()
+        || crate::resources::restarts_a_container(pod, &spec.container_resources);
+    let status_patch = (takes_out_of_service
+        && has_readiness_gate(pod, keys::INPLACE_UPDATE_READY))
+    .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
 
-    let batch = plan_batch(pod, &spec.container_images, &spec.container_ref_metadata);
+    let batch = plan_batch(
+        pod,
+        &spec.container_images,
+        &spec.container_ref_metadata,
+        &spec.container_resources,
+    );
     let mut touched: BTreeSet<String> = spec.container_images.keys().cloned().collect();
     touched.extend(spec.container_ref_metadata.keys().cloned());
     let mut state = InPlaceUpdateState {
@@ -350,9 +381,10 @@ pub fn start_update(
             .collect(),
         update_env_from_metadata: spec.update_env_from_metadata,
         update_images: !spec.container_images.is_empty(),
-        update_resources: false,
+        update_resources: !spec.container_resources.is_empty(),
         next_container_images: BTreeMap::new(),
         next_container_ref_metadata: BTreeMap::new(),
+        next_container_resources: BTreeMap::new(),
         pre_check_before_next: None,
         container_batches_record: Vec::new(),
     };
@@ -372,22 +404,25 @@ pub fn start_update(
         keys::INPLACE_UPDATE_STATE.into(),
         Some(serde_json::to_string(&state).expect("state serializes")),
     );
-    let (images, requeue_after) = if spec.grace_seconds > 0 {
+    let (images, resize_patch, requeue_after) = if spec.grace_seconds > 0 {
         annotation_changes.insert(
             keys::INPLACE_UPDATE_GRACE.into(),
             Some(serde_json::to_string(spec).expect("spec serializes")),
         );
         (
             BTreeMap::new(),
+            None,
             Some(Duration::from_secs(spec.grace_seconds as u64)),
         )
     } else {
         batch.add_metadata_now(&spec.metadata, &mut label_changes, &mut annotation_changes);
-        (batch.images, None)
+        let resize = crate::resources::resize_patch(pod, &batch.resources);
+        (batch.images, resize, None)
     };
     PodWrites {
         status_patch,
         pod_patch: Some(pod_patch(pod, &label_changes, &annotation_changes, &images)),
+        resize_patch,
         requeue_after,
     }
 }
@@ -401,10 +436,16 @@ pub fn is_update_completed(pod: &Pod) -> bool {
     let Some(state) = inplace_state(pod) else {
         return true;
     };
-    if !state.next_container_images.is_empty() || !state.next_container_ref_metadata.is_empty() {
+    if !state.next_container_images.is_empty()
+        || !state.next_container_ref_metadata.is_empty()
+        || !state.next_container_resources.is_empty()
+    {
         return false;
     }
     if state.update_env_from_metadata && !runtime_meta_reports_env(pod, None) {
+        return false;
+    }
+    if state.update_resources && !crate::resources::resized(pod) {
         return false;
     }
     let spec_images: BTreeMap<&str, &str> = pod
@@ -540,6 +581,7 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
             pod,
             &parked.container_images,
             &parked.container_ref_metadata,
+            &parked.container_resources,
         );
         if let Some(mut state) = state {
             state.container_batches_record.clear();
@@ -554,6 +596,7 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
         return RefreshAction {
             writes: PodWrites {
                 pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch.images)),
+                resize_patch: crate::resources::resize_patch(pod, &batch.resources),
                 ..Default::default()
             },
             completed: false,
@@ -562,7 +605,8 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
 
     if let Some(mut state) = inplace_state(pod)
         && (!state.next_container_images.is_empty()
-            || !state.next_container_ref_metadata.is_empty())
+            || !state.next_container_ref_metadata.is_empty()
+            || !state.next_container_resources.is_empty())
     {
         let required = state
             .pre_check_before_next
@@ -576,7 +620,8 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
         }
         let images = std::mem::take(&mut state.next_container_images);
         let ref_metadata = std::mem::take(&mut state.next_container_ref_metadata);
-        let batch = plan_batch(pod, &images, &ref_metadata);
+        let resources = std::mem::take(&mut state.next_container_resources);
+        let batch = plan_batch(pod, &images, &ref_metadata, &resources);
         record_batch(&mut state, &batch, now);
         let labels = batch.ref_metadata_now(&ref_metadata, true);
         let mut annotations = batch.ref_metadata_now(&ref_metadata, false);
@@ -587,6 +632,7 @@ pub fn refresh(pod: &Pod, revision_label: Option<&str>, now: Timestamp) -> Refre
         return RefreshAction {
             writes: PodWrites {
                 pod_patch: Some(pod_patch(pod, &labels, &annotations, &batch.images)),
+                resize_patch: crate::resources::resize_patch(pod, &batch.resources),
                 ..Default::default()
             },
             completed: false,
@@ -1213,7 +1259,12 @@ mod tests {
         let mut s = env_and_image_spec("redis", "nginx");
         s.container_ref_metadata
             .insert("nginx".into(), s.container_ref_metadata["redis"].clone());
-        let batch = plan_batch(&p, &s.container_images, &s.container_ref_metadata);
+        let batch = plan_batch(
+            &p,
+            &s.container_images,
+            &s.container_ref_metadata,
+            &s.container_resources,
+        );
         assert_eq!(
             batch.containers,
             BTreeSet::from(["nginx".to_string(), "redis".to_string()])

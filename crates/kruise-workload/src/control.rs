@@ -209,6 +209,33 @@ impl PodControl {
         }
     }
 
+    /// Strategic-merge patches `pods/resize` (container cpu/memory, Kubernetes 1.32+).
+    /// Returns the resourceVersion written (none when the Pod is gone).
+    pub async fn resize_pod(
+        &self,
+        pod: &impl ResourceExt,
+        patch: &Value,
+    ) -> Result<Option<String>, kube::Error> {
+        let api: Api<Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+        match api
+            .patch_subresource(
+                "resize",
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(patch),
+            )
+            .await
+        {
+            Ok(p) => {
+                self.count("resized");
+                Ok(p.resource_version())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     pub fn events(&self) -> &Events {
         &self.events
     }

@@ -486,8 +486,9 @@ impl Writer {
         }
     }
 
-    /// Status patch first (a Pod is marked not-ready before it changes), then the Pod
-    /// patch; the resourceVersion written is recorded so the next round waits to see it.
+    /// Status patch first (a Pod is marked not-ready before it changes), then the resize
+    /// (`pods/resize`), then the Pod patch; the resourceVersion written is recorded so the
+    /// next round waits to see it.
     async fn write_pod(
         &self,
         uid: &str,
@@ -498,6 +499,9 @@ impl Writer {
         let mut last_rv = None;
         if let Some(status) = &writes.status_patch {
             last_rv = self.control.patch_pod_status(pod, status).await?;
+        }
+        if let Some(resize) = &writes.resize_patch {
+            last_rv = self.control.resize_pod(pod, resize).await?.or(last_rv);
         }
         if let Some(patch) = &writes.pod_patch {
             let mut patch = patch.clone();
@@ -546,6 +550,7 @@ pub(crate) fn lifecycle_writes(transition: &kruise_lifecycle::Transition) -> Pod
         (status, meta) => PodWrites {
             status_patch: status.clone(),
             pod_patch: meta.cloned(),
+            resize_patch: None,
             requeue_after: None,
         },
     }

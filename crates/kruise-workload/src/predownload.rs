@@ -73,8 +73,8 @@ pub struct Rollout<'a> {
     /// The update revision's hash, which the jobs carry as `controller.kubernetes.io/hash`
     /// and whose Pods they leave out.
     pub revision_hash: String,
-    /// Gate `InPlaceUpdateEnvFromMetadata`.
-    pub env_from_metadata: bool,
+    /// Gates `InPlaceUpdateEnvFromMetadata`, `InPlaceWorkloadVerticalScaling`.
+    pub in_place: kruise_inplace::DiffOptions,
     /// `status.updatedReadyReplicas` of the update revision.
     pub updated_ready: i32,
 }
@@ -120,7 +120,7 @@ pub fn plan(rollout: &Rollout) -> PreDownload {
         &data(rollout.current_revision),
         &data(rollout.update_revision),
         revision,
-        rollout.env_from_metadata,
+        rollout.in_place,
     ) else {
         return PreDownload::Ignore("the update cannot go in place");
     };
@@ -388,7 +388,7 @@ mod tests {
                 current_revision: &self.current,
                 update_revision: &self.update,
                 revision_hash: "new".into(),
-                env_from_metadata: false,
+                in_place: Default::default(),
                 updated_ready: 0,
             }
         }

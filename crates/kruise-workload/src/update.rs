@@ -65,7 +65,7 @@ pub fn refresh_pod<'a>(
         // The refresh's conditions ride along with the move (the Writer sends both as
         // one status write when the move changes only labels and annotations): an
         // in-place update ends with one write, `InPlaceUpdateReady=True` and `Normal`.
-        Some(mut transition) if writes.pod_patch.is_none() => {
+        Some(mut transition) if writes.pod_patch.is_none() && writes.resize_patch.is_none() => {
             if let Some(conditions) = writes.status_patch.take() {
                 transition.status_patch =
                     Some(merge_conditions(transition.status_patch.take(), conditions));
@@ -145,8 +145,8 @@ pub struct InPlaceUpdate<'r> {
     pub to: &'r ControllerRevision,
     /// `to`'s name.
     pub to_name: &'r str,
-    /// Gate `InPlaceUpdateEnvFromMetadata`.
-    pub env_from_metadata: bool,
+    /// Gates `InPlaceUpdateEnvFromMetadata`, `InPlaceWorkloadVerticalScaling`.
+    pub in_place: kruise_inplace::DiffOptions,
     pub lifecycle: Option<&'r Lifecycle>,
     /// `inPlaceUpdateStrategy.gracePeriodSeconds` (0 without one).
     pub grace_seconds: i32,
@@ -204,7 +204,7 @@ pub fn update_in_place<'a>(pod: &'a Pod, update: &InPlaceUpdate<'_>) -> InPlace<
         &data(update.from),
         &data(update.to),
         update.to_name,
-        update.env_from_metadata,
+        update.in_place,
     ) else {
         return InPlace::Impossible;
     };
@@ -291,7 +291,7 @@ mod tests {
                 from: &self.old,
                 to: &self.new,
                 to_name: "web-new",
-                env_from_metadata: false,
+                in_place: Default::default(),
                 lifecycle,
                 grace_seconds: 0,
                 labels: BTreeMap::from([(

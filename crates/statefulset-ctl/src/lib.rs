@@ -41,7 +41,10 @@ pub struct Context {
 pub fn options(runtime: &Runtime) -> Options {
     let g = &runtime.gates;
     Options {
-        env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+        in_place: kruise_inplace::DiffOptions {
+            env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
+            vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
+        },
         start_ordinal: g.enabled(gates::STATEFULSET_START_ORDINAL),
         auto_delete_pvc: g.enabled(gates::STATEFULSET_AUTO_DELETE_PVC),
         pod_index_label: g.enabled(gates::POD_INDEX_LABEL),

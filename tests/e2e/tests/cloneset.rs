@@ -1563,3 +1563,159 @@ async fn mark_pod_not_ready_holds_readiness_while_the_hook_holds_the_pod() {
     })
     .await;
 }
+
+/// A CloneSet whose one container asks for cpu and memory (Burstable), in-place updates.
+fn resized_cloneset_yaml(name: &str, resize_policy: &str) -> String {
+    cloneset_yaml(
+        name,
+        2,
+        &format!(
+            r#"        resources:
+          requests: {{cpu: 100m, memory: 64Mi}}
+          limits: {{cpu: 200m, memory: 128Mi}}
+{resize_policy}  updateStrategy:
+    type: InPlaceIfPossible"#
+        ),
+    )
+}
+
+/// Replaces the first container's cpu request and limit (a JSON patch, as `kubectl patch
+/// --type json` would).
+async fn set_cpu(ns: &TestNamespace, name: &str, request: &str, limit: &str) {
+    let path = "/spec/template/spec/containers/0/resources";
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": format!("{path}/requests/cpu"), "value": request},
+        {"op": "replace", "path": format!("{path}/limits/cpu"), "value": limit},
+    ]))
+    .unwrap();
+    ns.api::<CloneSet>()
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect("set cpu");
+}
+
+fn uids(pods: &[Pod]) -> BTreeSet<(String, String)> {
+    pods.iter()
+        .map(|p| (p.name_any(), p.uid().unwrap()))
+        .collect()
+}
+
+/// The first container's (spec, status) cpu request.
+fn cpu_requests(p: &Pod) -> (String, String) {
+    let spec = p.spec.as_ref().unwrap().containers[0]
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("cpu"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default();
+    let status = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs[0].resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("cpu"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default();
+    (spec, status)
+}
+
+/// `InPlaceWorkloadVerticalScaling`: a template change of only cpu requests and limits
+/// resizes the Pods in place through `pods/resize` (same names and UIDs, no restart, the
+/// kubelet — kwok's pod-resize stage — reporting the new resources), and the rollout
+/// completes when they are reported; a change of the Pod's QoS class still recreates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vertical_scaling_gate_resizes_pods_in_place() {
+    let ns = TestNamespace::new("cs-vpa").await;
+    let _ctl = controller_with_gates(&ns, "InPlaceWorkloadVerticalScaling=true").await;
+    ns.apply_yaml(&resized_cloneset_yaml("vpa", "")).unwrap();
+    let before = wait_ready_pods(&ns, "vpa", 2).await;
+    let old_revision = label(&before[0], keys::CONTROLLER_REVISION_HASH);
+
+    set_cpu(&ns, "vpa", "150m", "300m").await;
+    wait_status(&ns, "vpa", "both resized and ready", |cs| {
+        cs.status.as_ref().is_some_and(|s| {
+            s.update_revision != old_revision
+                && s.updated_ready_replicas == 2
+                && s.current_revision == s.update_revision
+        })
+    })
+    .await;
+    let after = pods_of(&ns, "vpa").await;
+    assert_eq!(uids(&before), uids(&after), "resized in place: same Pods");
+    for pod in &after {
+        assert_eq!(
+            cpu_requests(pod),
+            ("150m".to_string(), "150m".to_string()),
+            "{}: spec and status carry the new request",
+            pod.name_any()
+        );
+        let status = &pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(status.restart_count, 0, "a resize restarts no container");
+        let state: serde_json::Value = serde_json::from_str(
+            pod.annotations()
+                .get(keys::INPLACE_UPDATE_STATE)
+                .expect("in-place update state"),
+        )
+        .unwrap();
+        assert_eq!(state["updateResources"], true, "{state}");
+        assert!(state.get("updateImages").is_none(), "{state}");
+        assert!(is_ready(pod));
+    }
+
+    // Requests = limits for cpu and memory: Guaranteed, a QoS change the kubelet cannot
+    // resize into. The Pods are recreated.
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/template/spec/containers/0/resources",
+         "value": {"requests": {"cpu": "300m", "memory": "128Mi"}, "limits": {"cpu": "300m", "memory": "128Mi"}}},
+    ]))
+    .unwrap();
+    ns.api::<CloneSet>()
+        .patch("vpa", &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .unwrap();
+    let recreated = wait_for("both Pods recreated as Guaranteed", 2 * MINUTE, || async {
+        let pods = pods_of(&ns, "vpa").await;
+        let fresh = pods
+            .iter()
+            .filter(|p| is_ready(p) && !uids(&after).contains(&(p.name_any(), p.uid().unwrap())))
+            .count();
+        if pods.len() == 2 && fresh == 2 {
+            Ok(pods)
+        } else {
+            Err(format!("{} pods, {fresh} new and ready", pods.len()))
+        }
+    })
+    .await;
+    assert_eq!(cpu_requests(&recreated[0]).0, "300m");
+}
+
+/// Without the gate, a resource change is a new Pod as before (upstream's default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_vertical_scaling_a_resource_change_recreates_pods() {
+    let ns = TestNamespace::new("cs-novpa").await;
+    let _ctl = controller(&ns).await;
+    ns.apply_yaml(&resized_cloneset_yaml("novpa", "")).unwrap();
+    let before = wait_ready_pods(&ns, "novpa", 2).await;
+    set_cpu(&ns, "novpa", "150m", "300m").await;
+    wait_for("both Pods recreated", 2 * MINUTE, || async {
+        let pods = pods_of(&ns, "novpa").await;
+        let fresh = pods
+            .iter()
+            .filter(|p| is_ready(p) && !uids(&before).contains(&(p.name_any(), p.uid().unwrap())))
+            .count();
+        if pods.len() == 2 && fresh == 2 {
+            Ok(())
+        } else {
+            Err(format!("{} pods, {fresh} new and ready", pods.len()))
+        }
+    })
+    .await;
+}

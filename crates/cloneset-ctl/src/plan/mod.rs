@@ -46,8 +46,8 @@ pub struct Options {
     pub partition_rollback: bool,
     /// `CloneSetShortHash`: `controller-revision-hash` holds only the hash.
     pub short_hash: bool,
-    /// `InPlaceUpdateEnvFromMetadata`.
-    pub env_from_metadata: bool,
+    /// `InPlaceUpdateEnvFromMetadata`, `InPlaceWorkloadVerticalScaling`.
+    pub in_place: kruise_inplace::DiffOptions,
     /// `PreparingUpdateAsUpdate`: PreparingUpdate Pods count as updated when scaling.
     pub preparing_update_as_update: bool,
     /// Process-wide `cloneset-scaling-exclude-preparing-delete` flag.

@@ -43,7 +43,7 @@ pub fn plan_predownload(world: &World, enabled: bool, updated_ready: i32) -> Pre
         current_revision: world.current_revision,
         update_revision: world.update_revision,
         revision_hash: short_hash(world.update_revision_name()).to_string(),
-        env_from_metadata: world.options.env_from_metadata,
+        in_place: world.options.in_place,
         updated_ready,
     })
 }

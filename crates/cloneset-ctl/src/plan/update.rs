@@ -133,7 +133,7 @@ fn update_pod<'a>(
             from: old,
             to: target,
             to_name: target_name,
-            env_from_metadata: world.options.env_from_metadata,
+            in_place: world.options.in_place,
             lifecycle: world.lifecycle(),
             grace_seconds: world
                 .cs

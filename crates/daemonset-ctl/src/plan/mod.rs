@@ -43,7 +43,7 @@ pub use status::compute_status;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// `InPlaceUpdateEnvFromMetadata`.
-    pub env_from_metadata: bool,
+    pub in_place: kruise_inplace::DiffOptions,
 }
 
 /// Everything the plan looks at.

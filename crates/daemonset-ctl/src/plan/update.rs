@@ -207,7 +207,7 @@ fn replace_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>
             from,
             to: world.update_revision,
             to_name: world.hash(),
-            env_from_metadata: world.options.env_from_metadata,
+            in_place: world.options.in_place,
             lifecycle: world.lifecycle(),
             grace_seconds: 0,
             labels,

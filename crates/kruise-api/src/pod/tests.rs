@@ -61,7 +61,21 @@ fn the_view_decodes_what_the_plans_read_and_skips_the_rest() {
     let back = serde_json::to_value(&pod).unwrap();
     assert!(back["spec"].get("volumes").is_none());
     assert!(back["spec"]["containers"][0].get("ports").is_none());
-    assert!(back["spec"]["containers"][0].get("resources").is_none());
+    assert!(back["spec"]["containers"][0].get("livenessProbe").is_none());
+    // Resources stay, for a resize in place (`InPlaceWorkloadVerticalScaling`).
+    assert_eq!(
+        back["spec"]["containers"][0]["resources"],
+        json!({"requests": {"cpu": "100m"}})
+    );
+    assert_eq!(
+        spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .get("cpu"),
+        Some("100m")
+    );
     assert!(back["status"].get("podIP").is_none());
 }
 

@@ -418,6 +418,7 @@ fn record_state(
             update_resources: false,
             next_container_images: BTreeMap::new(),
             next_container_ref_metadata: BTreeMap::new(),
+            next_container_resources: BTreeMap::new(),
             pre_check_before_next: None,
             container_batches_record: Vec::new(),
         });

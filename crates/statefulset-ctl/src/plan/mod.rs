@@ -45,7 +45,7 @@ pub use status::{PhaseErrors, compute_status};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// `InPlaceUpdateEnvFromMetadata`.
-    pub env_from_metadata: bool,
+    pub in_place: kruise_inplace::DiffOptions,
     /// `StatefulSetStartOrdinal`: honour `spec.ordinals.start`.
     pub start_ordinal: bool,
     /// `StatefulSetAutoDeletePVC`: honour `persistentVolumeClaimRetentionPolicy`.

@@ -44,7 +44,7 @@ pub fn plan_predownload(world: &World, updated_ready: i32) -> PreDownload {
         current_revision: world.current_revision,
         update_revision: world.update_revision,
         revision_hash,
-        env_from_metadata: world.options.env_from_metadata,
+        in_place: world.options.in_place,
         updated_ready,
     })
 }

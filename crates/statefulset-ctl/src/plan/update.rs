@@ -273,7 +273,7 @@ fn update_pod<'a>(world: &World<'a>, pod: &'a Pod) -> Result<Option<Action<'a>>,
             from: old,
             to: world.update_revision,
             to_name: target_name,
-            env_from_metadata: world.options.env_from_metadata,
+            in_place: world.options.in_place,
             lifecycle: world.lifecycle(),
             grace_seconds: rolling
                 .and_then(|r| r.in_place_update_strategy.as_ref())
