@@ -18,6 +18,7 @@ mod imagepull;
 mod launchpriority;
 mod migration;
 mod persistentpodstate;
+mod podprobemarker;
 mod protection;
 #[path = "pub.rs"]
 mod pub_;
