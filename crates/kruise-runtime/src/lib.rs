@@ -170,7 +170,7 @@ impl Runtime {
             .headers
             .retain(|(name, _)| name != http::header::USER_AGENT);
         config.headers.push((http::header::USER_AGENT, user_agent));
-        let metrics = Metrics::new();
+        let metrics = Metrics::for_binary(identity.binary, identity.version);
         let lease_client = client::build(config.clone(), 0.0, 0, &metrics)?;
         let client = client::build(config, settings.kube_qps, settings.kube_burst, &metrics)?;
         let readiness = Readiness::default();

@@ -2,7 +2,12 @@
 //!
 //! One registry per process (not the global default), so several controllers can run in
 //! one test process without clashing. Names follow Prometheus conventions with a
-//! `kruise_` prefix.
+//! `kruise_` prefix. docs/metrics.md lists every family with example queries.
+//!
+//! A binary's registry ([`Metrics::for_binary`], what [`crate::Runtime`] uses) also holds
+//! what every Prometheus exporter has: the `process_*` collector (CPU, resident memory,
+//! open file descriptors, threads, start time; read from `/proc`) and
+//! `kruise_build_info{binary,version} 1`.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -180,6 +185,36 @@ impl Metrics {
         }
     }
 
+    /// The registry of a binary: [`Metrics::new`] plus the `process_*` collector and
+    /// `kruise_build_info{binary,version} 1`.
+    #[allow(
+        clippy::expect_used,
+        reason = "constant metric names and labels, registered once into a fresh registry: a failure is a programming error the unit tests catch"
+    )]
+    pub fn for_binary(binary: &str, version: &str) -> Self {
+        let metrics = Self::new();
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "kruise_build_info",
+                "1, labelled with the binary's name and version.",
+            ),
+            &["binary", "version"],
+        )
+        .expect("valid metric");
+        build_info.with_label_values(&[binary, version]).set(1);
+        metrics
+            .registry
+            .register(Box::new(build_info))
+            .expect("metric registered once");
+        metrics
+            .registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("metric registered once");
+        metrics
+    }
+
     /// The text exposition format served on `/metrics`.
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
@@ -225,6 +260,36 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kruise_pod_operations_total{controller=\"cloneset-controller\",operation=\"created\"} 1"));
+    }
+
+    #[test]
+    fn a_binary_exports_process_metrics_and_build_info() {
+        let m = Metrics::for_binary("cloneset-ctl", "0.1.0");
+        let families: Vec<String> = m
+            .registry
+            .gather()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_start_time_seconds",
+            "kruise_build_info",
+        ] {
+            assert!(families.iter().any(|f| f == name), "{name}: {families:?}");
+        }
+        let text = m.render();
+        assert!(
+            text.contains("kruise_build_info{binary=\"cloneset-ctl\",version=\"0.1.0\"} 1"),
+            "{text}"
+        );
+        let rss = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+            .and_then(|v| v.trim().parse::<f64>().ok());
+        assert!(rss.is_some_and(|v| v > 0.0), "{text}");
     }
 
     #[test]

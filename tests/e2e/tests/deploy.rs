@@ -2302,6 +2302,20 @@ impl OnItsRbac {
             metrics.contains("kruise_api_requests_total"),
             "the metrics were read"
         );
+        // What every exporter has (docs/metrics.md): the process collector and build info.
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("process_resident_memory_bytes ")),
+            "process_* metrics"
+        );
+        assert!(
+            metrics.lines().any(|l| l.starts_with("kruise_build_info{")
+                && l.contains(&format!("binary=\"{}\"", self.bin))
+                && l.ends_with(" 1")),
+            "kruise_build_info of {}",
+            self.bin
+        );
         assert!(self.ctl.stop().await.success(), "clean exit on SIGTERM");
     }
 }
