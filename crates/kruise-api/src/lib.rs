@@ -37,6 +37,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
             a::DaemonSet::crd(),
             apps_v1beta1::daemonset::DaemonSet::crd(),
         ),
+        a::EphemeralJob::crd(),
         also_served_as_v1beta1(a::ImageListPullJob::crd()),
         also_served_as_v1beta1(a::ImagePullJob::crd()),
         also_served_as_v1beta1(a::NodeImage::crd()),
