@@ -88,6 +88,12 @@ persistentpodstate:
   webhook: persistentpodstate-webhook
   crds: [persistentpodstates.apps.kruise.io, statefulsets.apps.kruise.io]
   index: 8
+podprobemarker:
+  name: podprobemarker-controller
+  binary: podprobemarker-ctl
+  webhook: podprobemarker-webhook
+  crds: [podprobemarkers.apps.kruise.io, nodepodprobes.apps.kruise.io]
+  index: 17
 protection:
   name: deletionprotection-controller
   binary: protection-ctl
