@@ -6,9 +6,10 @@
 #                                           statefulset volumeexpansion daemonset broadcastjob
 #                                           advancedcronjob podunavailablebudget uniteddeployment
 #                                           workloadspread resourcedistribution persistentpodstate
-#                                           deletionprotection (upstream's Describe labels)
-#                                           and, not in `all`: containerrecreaterequest imagepulljob
-#                                           imagelistpulljob (they need kruise-daemon: below)
+#                                           deletionprotection inplacevpa containerpriority
+#                                           (upstream's Describe labels) and, not in `all`:
+#                                           containerrecreaterequest imagepulljob imagelistpulljob
+#                                           containermeta (they need kruise-daemon: below)
 #   FOCUS='VolumeClaimTemplate' tests/conformance/run.sh cloneset      only the specs whose full
 #                                                                       text matches (--ginkgo.focus)
 #
@@ -69,6 +70,9 @@ label_of() {
     containerrecreaterequest) echo ContainerRecreateRequest ;;
     imagepulljob) echo PullImage ;;
     imagelistpulljob) echo PullImages ;;
+    inplacevpa) echo InplaceVPA ;;
+    containermeta) echo ContainerMeta ;;
+    containerpriority) echo ContainerPriority ;;
     *) return 1 ;;
   esac
 }
@@ -76,7 +80,7 @@ label_of() {
 # Every suite one of our controllers covers, by upstream's Describe label.
 all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansion daemonset
   broadcastjob advancedcronjob podunavailablebudget uniteddeployment workloadspread
-  resourcedistribution persistentpodstate deletionprotection)
+  resourcedistribution persistentpodstate deletionprotection inplacevpa containerpriority)
 
 # Suites that need kruise-daemon on every node their specs use, i.e. our node agent
 # (daemon-agent) on the real node real-0 (`make up-real`, KRUISE_REAL_NODE=1): the
@@ -85,7 +89,7 @@ all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansi
 # ImagePullJob/ImageListPullJob specs wait for every node's NodeImage to report the
 # pull. They are not part of `all`; run by name they say what is missing (docs/conformance.md:
 # what blocks each spec).
-daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob)
+daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob containermeta)
 
 # Several suites may be named at once (one controller start for all of them).
 suites=()
@@ -190,6 +194,7 @@ suite_setup() {
       kc taint nodes "$tainted_node" "$control_plane_taint" --overwrite >/dev/null
       ;;
     containerrecreaterequest | imagepulljob | imagelistpulljob) daemon_setup "$1" ;;
+    containermeta) daemon_setup containerrecreaterequest ;;
   esac
 }
 # - containerrecreaterequest, imagepulljob, imagelistpulljob (kruise-daemon's suites): only
