@@ -11,7 +11,8 @@
 //! [`crr`] watches them and stops containers through the CRI, [`crr_plan`] decides (pure).
 //! [`containermeta`]: env from metadata. It watches its node's Pods and restarts, during
 //! an in-place update, exactly the containers whose env reads a label or annotation that
-//! changed.
+//! changed. [`podprobe`]: the PodProbeMarker probes of its node's NodePodProbe, their
+//! results written to its status ([`podprobe_plan`] decides).
 
 pub mod auth;
 pub mod containermeta;
@@ -21,6 +22,8 @@ pub mod crr_plan;
 pub mod error;
 pub mod metrics;
 pub mod plan;
+pub mod podprobe;
+pub mod podprobe_plan;
 pub mod puller;
 
 use std::path::{Path, PathBuf};
@@ -158,6 +161,11 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
         .gates
         .enabled(kruise_runtime::gates::IN_PLACE_UPDATE_ENV_FROM_METADATA)
         .then(|| containermeta::spawn(&runtime, cri.clone(), &config.node_name));
+    // PodProbeMarker probes of this node's NodePodProbe (see `podprobe`).
+    let prober = runtime
+        .gates
+        .enabled(kruise_runtime::gates::POD_PROBE_MARKER_GATE)
+        .then(|| podprobe::spawn(&runtime, cri.clone(), &config.node_name));
 
     let metrics = metrics::AgentMetrics::register(&runtime.metrics.registry);
     let api: Api<NodeImage> = Api::all(runtime.client.clone());
@@ -216,6 +224,9 @@ pub async fn run_agent(runtime: Runtime, config: AgentConfig) -> anyhow::Result<
     watch.abort();
     crr_loop.abort();
     if let Some(task) = container_meta {
+        task.abort();
+    }
+    if let Some(task) = prober {
         task.abort();
     }
     Ok(())
