@@ -132,6 +132,12 @@ spec:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       terminationGracePeriodSeconds: 30
+      {{- with include "kruise-rs.webhookCertSecret" (list $root $c.webhook) }}
+      volumes:
+      - name: webhook-cert
+        secret:
+          secretName: {{ . }}
+      {{- end }}
       containers:
       - name: controller
         image: {{ include "kruise-rs.image" (list $root $v $c.binary) }}
@@ -155,8 +161,14 @@ spec:
           value: 0.0.0.0:{{ $webhookPort }}
         - name: KRUISE_WEBHOOK_SERVICE
           value: $(KRUISE_NAMESPACE)/{{ $c.webhook }}
+        {{- with include "kruise-rs.webhookCertSecret" (list $root $c.webhook) }}
+        # The certificate of a Secret (certManager or webhookCertificate), mounted below.
+        - name: KRUISE_WEBHOOK_CERT_DIR
+          value: {{ include "kruise-rs.webhookCertDir" $root }}
+        {{- else }}
         - name: KRUISE_WEBHOOK_CA_SECRET
           value: {{ $c.webhook }}-ca
+        {{- end }}
         # The timeout of the webhooks below (webhookConfiguration.timeoutSeconds): the
         # controller re-registers them at every start, and without this would put its
         # house default back. Rendered always, default included, as kustomize ships it
@@ -184,6 +196,12 @@ spec:
         {{- end }}
         {{- with $v.extraEnv }}
         {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- with include "kruise-rs.webhookCertSecret" (list $root $c.webhook) }}
+        volumeMounts:
+        - name: webhook-cert
+          mountPath: {{ include "kruise-rs.webhookCertDir" $root }}
+          readOnly: true
         {{- end }}
         ports:
         - name: metrics
