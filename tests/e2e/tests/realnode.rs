@@ -8,6 +8,8 @@
 //! - a CloneSet with InPlaceIfPossible: the image change is carried out by the real
 //!   kubelet (same Pod UID, the container restarted with the new image ID,
 //!   InPlaceUpdateReady back to True);
+//! - a CloneSet with InPlaceWorkloadVerticalScaling: a cpu change is resized in place
+//!   (pods/resize) and actuated by the kubelet, which reports the new cpu; no restart;
 //! - after `make deploy-local` (the controllers from their images, 2 Pods each on the real
 //!   node): the CloneSet controller's leader Pod is killed mid-rollout, the other replica
 //!   takes the Lease and finishes, no Pod is created twice or lost. `make test` deploys
@@ -774,4 +776,100 @@ fn kubernetes_sd_scrape_config(kubeconfig: &std::path::Path) -> serde_json::Valu
             {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
         ],
     }])
+}
+
+/// `InPlaceWorkloadVerticalScaling` on the real node: a cpu-only template change is
+/// resized in place through `pods/resize` and actuated by the real kubelet (the container's
+/// cgroup), which reports the new cpu in `status.containerStatuses[].resources`; same Pod
+/// UID, the container not restarted (cpu's default resize policy is NotRequired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_node_cloneset_resize_is_actuated_by_the_kubelet() {
+    let Some(node) = real_node().await else {
+        return;
+    };
+    let ns = TestNamespace::new("real-vpa").await;
+    // Always a controller of this test (with the gate): deploy-local's runs without it and
+    // is started only after these tests (tests/test.sh).
+    let _ctl = RunningController::start(
+        cloneset_ctl::IDENTITY,
+        &ns.name,
+        "InPlaceWorkloadVerticalScaling=true",
+        cloneset_ctl::run,
+    )
+    .await;
+    let probe: CloneSet =
+        serde_saphyr::from_str(&cloneset_yaml("probe", 0, "x")).expect("probe CloneSet");
+    kruise_e2e::wait_webhook_effective(&ns.api(), &probe, |cs: &CloneSet| {
+        cs.spec.revision_history_limit.is_some()
+    })
+    .await;
+    let yaml = cloneset_yaml("vpa", 1, &node.busybox(1)).replace(
+        &format!("        image: {}\n", node.busybox(1)),
+        &format!(
+            "        image: {}\n        resources:\n          requests: {{cpu: 50m, memory: 32Mi}}\n          limits: {{cpu: 100m, memory: 64Mi}}\n",
+            node.busybox(1)
+        ),
+    );
+    ns.apply(&yaml).await.unwrap();
+    let the_pod = || async {
+        ns.api::<Pod>()
+            .list(&ListParams::default().labels("app=vpa"))
+            .await
+            .expect("list pods")
+            .items
+            .into_iter()
+            .find(|p| p.metadata.deletion_timestamp.is_none())
+    };
+    let actual_cpu = |p: &Pod| {
+        container_status(p)
+            .resources
+            .and_then(|r| r.requests)
+            .and_then(|r| r.get("cpu").map(|q| q.0.clone()))
+    };
+    let before = wait_for("the Pod Running and Ready on real-0", MINUTE, || async {
+        match the_pod().await {
+            Some(p) if is_ready(&p) && running(&container_status(&p)) => Ok(p),
+            other => Err(format!("{:?}", other.map(|p| container_status(&p)))),
+        }
+    })
+    .await;
+    assert_eq!(
+        actual_cpu(&before).as_deref(),
+        Some("50m"),
+        "the kubelet reports resources"
+    );
+
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec/template/spec/containers/0/resources/requests/cpu", "value": "75m"},
+        {"op": "replace", "path": "/spec/template/spec/containers/0/resources/limits/cpu", "value": "150m"},
+    ]))
+    .unwrap();
+    ns.api::<CloneSet>()
+        .patch("vpa", &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .expect("set cpu");
+    let after = wait_for("the kubelet reports the new cpu", 2 * MINUTE, || async {
+        match the_pod().await {
+            Some(p) if actual_cpu(&p).as_deref() == Some("75m") && is_ready(&p) => Ok(p),
+            other => Err(format!(
+                "{:?}",
+                other.map(|p| (container_status(&p), p.status.and_then(|s| s.conditions)))
+            )),
+        }
+    })
+    .await;
+    assert_eq!(after.uid(), before.uid(), "resized in place: same Pod");
+    let status = container_status(&after);
+    assert_eq!(status.restart_count, 0, "cpu resizes without a restart");
+    assert_eq!(status.container_id, container_status(&before).container_id);
+    wait_for("the CloneSet counts the Pod updated", MINUTE, || async {
+        let cs: CloneSet = ns.api().get("vpa").await.unwrap();
+        let s = cs.status.unwrap_or_default();
+        if s.updated_ready_replicas == 1 && s.current_revision == s.update_revision {
+            Ok(())
+        } else {
+            Err(format!("{s:?}"))
+        }
+    })
+    .await;
 }
