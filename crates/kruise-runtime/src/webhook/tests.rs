@@ -731,3 +731,54 @@ async fn cert_dir_files_are_served_and_reloaded_when_they_change() {
     runtime.shutdown.cancel();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A cert dir from a Secret cert-manager or the user filled (the chart's `certManager` and
+/// `webhookCertificate` modes): its certificate is served; with `ca.crt` that CA is the
+/// caBundle registered, without it no caBundle is registered at all, so the one
+/// cert-manager's CA injector (or the chart, from values) put there stays.
+#[tokio::test]
+async fn cert_dir_sets_the_registered_ca_bundle_or_leaves_it_alone() {
+    use super::certs::{Authority, CA_FILE, CERT_FILE, KEY_FILE};
+    let rotation = Rotation::default();
+    let ca = Authority::generate("user-ca", &rotation, 1, std::time::SystemTime::now()).unwrap();
+    for with_ca in [true, false] {
+        let dir =
+            std::env::temp_dir().join(format!("kruise-webhook-dir-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = ca.issue_pem(&["127.0.0.1"]);
+        std::fs::write(dir.join(CERT_FILE), cert).unwrap();
+        std::fs::write(dir.join(KEY_FILE), key).unwrap();
+        if with_ca {
+            std::fs::write(dir.join(CA_FILE), &ca.pem).unwrap();
+        }
+        let runtime = runtime_with(Some(dir.display().to_string())).await;
+        let server = WebhookServer::start_with(
+            &runtime,
+            vec![Route::new("/validate", "dir", pod_policy())],
+            Options::default(),
+        )
+        .await
+        .unwrap();
+        let bundle = server
+            .client_config("/validate")
+            .unwrap()
+            .ca_bundle
+            .map(|b| String::from_utf8(b.0).unwrap());
+        if with_ca {
+            assert_eq!(bundle.as_deref(), Some(ca.pem.as_str()));
+        } else {
+            assert_eq!(
+                bundle, None,
+                "no ca.crt: the caBundle is left to the injector"
+            );
+        }
+        // Either way the user's certificate is what handshakes get (no generated CA).
+        assert!(
+            connect(&ca.pem, server.local_addr(), "127.0.0.1")
+                .await
+                .is_ok()
+        );
+        runtime.shutdown.cancel();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
