@@ -202,7 +202,7 @@ authorizers:
     - expression: request.resourceAttributes.verb in ['get', 'list', 'watch']
     - expression: >-
         (request.resourceAttributes.group == 'apps.kruise.io' &&
-         request.resourceAttributes.resource in ['nodeimages', 'containerrecreaterequests']) ||
+         request.resourceAttributes.resource in ['nodeimages', 'nodepodprobes', 'containerrecreaterequests']) ||
         (request.resourceAttributes.group == '' && request.resourceAttributes.resource == 'pods')
     - expression: "!has(request.resourceAttributes.subresource) || request.resourceAttributes.subresource == ''"
 EOF

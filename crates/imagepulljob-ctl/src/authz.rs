@@ -13,6 +13,7 @@
 //! | resource | allowed |
 //! |---|---|
 //! | nodeimages | get of the node's name; list/watch with `metadata.name=<node>` |
+//! | nodepodprobes | likewise (PodProbeMarker probes) |
 //! | containerrecreaterequests | list/watch with the label `crr.apps.kruise.io/node-name=<node>` |
 //! | pods | list/watch with `spec.nodeName=<node>`; get of a Pod the cache shows on the node |
 //!
@@ -48,6 +49,7 @@ pub fn agent_user(config_namespace: &str) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     NodeImages,
+    NodePodProbes,
     Requests,
     Pods,
 }
@@ -65,6 +67,7 @@ fn kind_of(attributes: &ResourceAttributes) -> Option<Kind> {
         attributes.resource.as_deref().unwrap_or_default(),
     ) {
         ("apps.kruise.io", "nodeimages") => Some(Kind::NodeImages),
+        ("apps.kruise.io", "nodepodprobes") => Some(Kind::NodePodProbes),
         ("apps.kruise.io", "containerrecreaterequests") => Some(Kind::Requests),
         ("", "pods") => Some(Kind::Pods),
         _ => None,
@@ -159,7 +162,9 @@ pub fn decide(
     let allowed = match (kind, verb) {
         // A list or watch of one name also carries it as the name (the apiserver takes it
         // from the field selector metadata.name), so both forms are the same read.
-        (Kind::NodeImages, _) => name == node || field_pins(attributes, "metadata.name", node),
+        (Kind::NodeImages | Kind::NodePodProbes, _) => {
+            name == node || field_pins(attributes, "metadata.name", node)
+        }
         (Kind::Requests, "list" | "watch") => label_pins(attributes, keys::CRR_NODE_NAME, node),
         (Kind::Pods, "list" | "watch") => field_pins(attributes, "spec.nodeName", node),
         (Kind::Pods, _) => {
@@ -171,6 +176,7 @@ pub fn decide(
     };
     let what = match kind {
         Kind::NodeImages => "its node's NodeImage (metadata.name=<node>)",
+        Kind::NodePodProbes => "its node's NodePodProbe (metadata.name=<node>)",
         Kind::Requests => {
             "its node's ContainerRecreateRequests (label crr.apps.kruise.io/node-name=<node>)"
         }
@@ -323,6 +329,26 @@ mod tests {
     const NI: (&str, &str) = ("apps.kruise.io", "nodeimages");
     const CRR: (&str, &str) = ("apps.kruise.io", "containerrecreaterequests");
     const PODS: (&str, &str) = ("", "pods");
+    const NPP: (&str, &str) = ("apps.kruise.io", "nodepodprobes");
+
+    #[test]
+    fn node_pod_probes_are_read_as_node_images_are() {
+        for verb in ["list", "watch"] {
+            assert!(allowed(&read(verb, NPP.0, NPP.1).field(
+                "metadata.name",
+                "In",
+                &["a"]
+            )));
+            assert!(denied(&read(verb, NPP.0, NPP.1)));
+            assert!(denied(&read(verb, NPP.0, NPP.1).field(
+                "metadata.name",
+                "In",
+                &["b"]
+            )));
+        }
+        assert!(allowed(&read("get", NPP.0, NPP.1).named(None, "a")));
+        assert!(denied(&read("get", NPP.0, NPP.1).named(None, "b")));
+    }
 
     #[test]
     fn the_agents_own_reads_are_allowed() {

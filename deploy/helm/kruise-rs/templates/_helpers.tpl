@@ -145,7 +145,7 @@ workloadspread:
 
 {{- /* The node agent's CRDs (it reads its node's NodeImage and ContainerRecreateRequests). */ -}}
 {{- define "kruise-rs.daemonCrds" -}}
-[nodeimages.apps.kruise.io, containerrecreaterequests.apps.kruise.io]
+[nodeimages.apps.kruise.io, nodepodprobes.apps.kruise.io, containerrecreaterequests.apps.kruise.io]
 {{- end -}}
 
 {{- /* "true" when controller <key> is enabled (list $ key), else empty. */ -}}
