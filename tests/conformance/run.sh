@@ -9,7 +9,8 @@
 #                                           deletionprotection inplacevpa containerpriority
 #                                           (upstream's Describe labels) and, not in `all`:
 #                                           containerrecreaterequest imagepulljob imagelistpulljob
-#                                           containermeta (they need kruise-daemon: below)
+#                                           containermeta podprobemarker (they need
+#                                           kruise-daemon: below)
 #   FOCUS='VolumeClaimTemplate' tests/conformance/run.sh cloneset      only the specs whose full
 #                                                                       text matches (--ginkgo.focus)
 #
@@ -73,6 +74,7 @@ label_of() {
     inplacevpa) echo InplaceVPA ;;
     containermeta) echo ContainerMeta ;;
     containerpriority) echo ContainerPriority ;;
+    podprobemarker) echo PodProbeMarker ;;
     *) return 1 ;;
   esac
 }
@@ -87,9 +89,10 @@ all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansi
 # ContainerRecreateRequest specs recreate containers through the CRI of the Pod's node
 # (crr-ctl refuses a request for a Pod on a kwok node: no containerID), the
 # ImagePullJob/ImageListPullJob specs wait for every node's NodeImage to report the
-# pull. They are not part of `all`; run by name they say what is missing (docs/conformance.md:
+# pull, the PodProbeMarker specs wait for probes the node agent runs (exec in the
+# containers). They are not part of `all`; run by name they say what is missing (docs/conformance.md:
 # what blocks each spec).
-daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob containermeta)
+daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob containermeta podprobemarker)
 
 # Several suites may be named at once (one controller start for all of them).
 suites=()
