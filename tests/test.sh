@@ -37,6 +37,8 @@ fi
   if [ "$real_node" = 1 ]; then tests/cluster/build-node.sh; fi
   # The e2e tests' Prometheus (with kubernetes_sd, which Debian's lacks): ~2 min, cached.
   tests/cluster/build-prometheus.sh
+  # Helm, for the chart's lint and install test (~1 min, cached).
+  tests/helm/build.sh
 } >.local/logs/cluster-build.log 2>&1 &
 build_pid=$!
 
@@ -51,6 +53,7 @@ if ! wait "$build_pid"; then
   tail -n 40 .local/logs/cluster-build.log >&2
   exit 1
 fi
+"$(tests/helm/build.sh)" lint --strict deploy/helm/kruise-rs
 step "local cluster"
 KRUISE_REAL_NODE=$real_node tests/cluster/cluster.sh up
 # The controllers that the last step deploys from their images (static release builds,
@@ -59,7 +62,7 @@ KRUISE_REAL_NODE=$real_node tests/cluster/cluster.sh up
 # Measured in a cold run on 2 cores: the static build took 965 s at nice 19 beside the e2e
 # tests and was done before they were; the deployed step itself about 2 minutes.
 # KRUISE_DEPLOYED_TESTS=0 leaves it out.
-deployed_bins="cloneset-ctl imagepulljob-ctl daemon-agent"
+deployed_bins="cloneset-ctl imagepulljob-ctl daemon-agent kruise-helm-hook"
 deployed_tests=${KRUISE_DEPLOYED_TESTS:-1}
 if [ "$real_node" = 1 ] && [ "$deployed_tests" = 1 ]; then
   NICE=19 BINS="$deployed_bins" tests/images.sh --local >.local/logs/images-build.log 2>&1 &
@@ -102,6 +105,13 @@ if "$(tests/cluster/cluster.sh bin)/kubectl" --kubeconfig "$root/.local/kubeconf
     KUBECONFIG="$root/.local/kubeconfig" KRUISE_E2E_REAL_NODE=1 KRUISE_E2E_DEPLOYED=1 \
       cargo test -p kruise-e2e --quiet -- --test-threads=2 realnode::deployed_ imagepull::real_node_deployed_
     tests/deploy-local.sh delete
+    # The Helm chart as a user installs it, with the same images: install (Ready, a CloneSet
+    # of examples/ through the chart's webhooks), upgrade (a controller disabled, a gate
+    # changed: its objects gone, the rest and the CloneSet's Pods untouched), the uninstall
+    # guard refusing while the CloneSet exists, uninstall. `make helm-test` does it with
+    # every controller.
+    step "e2e tests: the Helm chart on real-0 (cloneset, imagepulljob, the node agent)"
+    HELM_TEST_SCOPE=minimal tests/helm/install.sh
   fi
 else
   step "e2e tests: the real node: skipped (no node real-0; make up-real adds it)"

@@ -25,6 +25,12 @@
 #                                     nothing created
 #   tests/helm/install.sh delete      helm uninstall --no-hooks (CRDs stay)
 #
+# HELM_TEST_SCOPE=minimal (what `make test` runs, after its deploy-local step, with the
+# images that step built): the same four phases with only cloneset, imagepulljob and the
+# node agent enabled (every other controller `enabled: false`), the upgrade disabling
+# imagepulljob; the images of cloneset-ctl, imagepulljob-ctl, daemon-agent and
+# kruise-helm-hook must have been built (tests/images.sh --local) and NO_BUILD=1 is implied.
+#
 # Controllers installed here act cluster-wide: the kwok e2e suite (which runs its own) and
 # `make up`'s controllers must not run beside them (make down, then make up-real).
 set -euo pipefail
@@ -82,8 +88,28 @@ fi
 eval "$(tests/cluster/node.sh env)"
 started=$SECONDS
 
-bins="$(grep -v '^#' tests/cluster/controllers.txt | tr '\n' ' ') daemon-agent kruise-helm-hook"
-BINS="$bins" tests/images.sh --push "$KRUISE_REGISTRY"
+all_controllers=$(grep -v '^#' tests/cluster/controllers.txt | tr '\n' ' ')
+case ${HELM_TEST_SCOPE:-all} in
+  all)
+    controllers=$all_controllers
+    disabled=broadcastjob
+    ;;
+  minimal)
+    controllers="cloneset-ctl imagepulljob-ctl"
+    disabled=imagepulljob
+    export NO_BUILD=1
+    ;;
+  *)
+    echo "HELM_TEST_SCOPE: all or minimal" >&2
+    exit 2
+    ;;
+esac
+# What the phases check (tests/helm/tests/install.rs): how many controller Deployments, the
+# one the upgrade disables, whether deletion protection runs.
+export HELM_TEST_CONTROLLERS HELM_TEST_DISABLED=$disabled HELM_TEST_PROTECTION=0
+HELM_TEST_CONTROLLERS=$(wc -w <<<"$controllers")
+[[ " $controllers " != *" protection-ctl "* ]] || HELM_TEST_PROTECTION=1
+BINS="$controllers daemon-agent kruise-helm-hook" tests/images.sh --push "$KRUISE_REGISTRY"
 
 # Every controller (and the guard) on the real node, the agent at its containerd socket
 # (under .local/, not /var/run), and the agent's reads granted by RBAC: the local
@@ -104,16 +130,19 @@ daemon:
   socketFile: $(basename "$KRUISE_CONTAINERD_SOCKET")
   clusterReads: true
 VALUES
+for c in $all_controllers; do
+  [[ " $controllers " == *" $c "* ]] || printf '%s:\n  enabled: false\n' "${c%-ctl}" >>"$dir/values.yaml"
+done
 
 log "installing release $release ($chart) with $dir/values.yaml"
 helm upgrade --install "$release" "$chart" -n "$release_ns" --take-ownership \
   -f "$dir/values.yaml" --wait --timeout 10m
 phase installed
 
-log "upgrading: broadcastjob.enabled=false, featureGates=ResourcesDeletionProtection=true"
+log "upgrading: $disabled.enabled=false, featureGates=ResourcesDeletionProtection=true"
 phase snapshot
 helm upgrade "$release" "$chart" -n "$release_ns" --reuse-values \
-  --set broadcastjob.enabled=false --set featureGates=ResourcesDeletionProtection=true \
+  --set "$disabled.enabled=false" --set featureGates=ResourcesDeletionProtection=true \
   --wait --timeout 10m
 phase upgraded
 
