@@ -7,7 +7,7 @@
 #                                           advancedcronjob podunavailablebudget uniteddeployment
 #                                           workloadspread resourcedistribution persistentpodstate
 #                                           deletionprotection inplacevpa containerpriority
-#                                           (upstream's Describe labels) and, not in `all`:
+#                                           ephemeraljob (upstream's Describe labels) and, not in `all`:
 #                                           containerrecreaterequest imagepulljob imagelistpulljob
 #                                           containermeta podprobemarker (they need
 #                                           kruise-daemon: below)
@@ -75,6 +75,7 @@ label_of() {
     containermeta) echo ContainerMeta ;;
     containerpriority) echo ContainerPriority ;;
     podprobemarker) echo PodProbeMarker ;;
+    ephemeraljob) echo EphemeralJob ;;
     *) return 1 ;;
   esac
 }
@@ -82,7 +83,8 @@ label_of() {
 # Every suite one of our controllers covers, by upstream's Describe label.
 all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansion daemonset
   broadcastjob advancedcronjob podunavailablebudget uniteddeployment workloadspread
-  resourcedistribution persistentpodstate deletionprotection inplacevpa containerpriority)
+  resourcedistribution persistentpodstate deletionprotection inplacevpa containerpriority
+  ephemeraljob)
 
 # Suites that need kruise-daemon on every node their specs use, i.e. our node agent
 # (daemon-agent) on the real node real-0 (`make up-real`, KRUISE_REAL_NODE=1): the

@@ -220,7 +220,7 @@ fn feature_gates_reach_every_binary_once() {
     let c = helm_template(&["featureGates=CloneSetShortHash=true\\,PodWebhook=false"])
         .expect("helm template");
     let workloads = deployments(&c);
-    assert_eq!(workloads.len(), 17, "16 controllers and the node agent");
+    assert_eq!(workloads.len(), 18, "17 controllers and the node agent");
     for w in workloads {
         let name = w["metadata"]["name"].as_str().unwrap_or_default();
         let want = if name == "resourcedistribution-controller" {
@@ -242,7 +242,7 @@ fn feature_gates_reach_every_binary_once() {
 fn the_webhook_timeout_reaches_every_controller_and_holds_for_all_but_the_pod_webhooks() {
     let c = helm_template(&["webhookConfiguration.timeoutSeconds=20"]).expect("helm template");
     let workloads = deployments(&c);
-    assert_eq!(workloads.len(), 17, "16 controllers and the node agent");
+    assert_eq!(workloads.len(), 18, "17 controllers and the node agent");
     for w in workloads {
         let name = w["metadata"]["name"].as_str().unwrap_or_default();
         let want: &[&str] = if w["kind"] == "DaemonSet" {
@@ -336,7 +336,7 @@ fn scheduling_values_reach_the_pod_and_a_single_replica_has_no_budget() {
         .filter_map(|o| o["metadata"]["name"].as_str())
         .collect();
     assert!(!pdbs.contains(&"cloneset-controller"), "{pdbs:?}");
-    assert_eq!(pdbs.len(), 15);
+    assert_eq!(pdbs.len(), 16);
 }
 
 #[test]
@@ -355,7 +355,7 @@ fn host_network_gives_every_controller_ports_of_its_own() {
             assert!(ports.insert(port), "port {port} twice");
         }
     }
-    assert_eq!(ports.len(), 32);
+    assert_eq!(ports.len(), 34);
 }
 
 #[test]

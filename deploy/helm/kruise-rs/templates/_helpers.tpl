@@ -94,6 +94,12 @@ podprobemarker:
   webhook: podprobemarker-webhook
   crds: [podprobemarkers.apps.kruise.io, nodepodprobes.apps.kruise.io]
   index: 17
+ephemeraljob:
+  name: ephemeraljob-controller
+  binary: ephemeraljob-ctl
+  webhook: ephemeraljob-webhook
+  crds: [ephemeraljobs.apps.kruise.io]
+  index: 18
 protection:
   name: deletionprotection-controller
   binary: protection-ctl
