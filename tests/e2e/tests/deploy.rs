@@ -504,6 +504,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             launchpriority_ctl::webhook::configurations(None),
             "container-launch-priority-webhook",
         ),
+        (
+            "podprobemarker",
+            podprobemarker_ctl::webhook::configurations(None),
+            "podprobemarker-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1278,6 +1283,48 @@ const PERSISTENTPODSTATE_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const PODPROBEMARKER_CHECKS: &str = "
+    yes watch  podprobemarkers.apps.kruise.io                          *
+    yes list   podprobemarkers.apps.kruise.io                          default
+    yes patch  podprobemarkers.apps.kruise.io                          default
+    yes patch  podprobemarkers.apps.kruise.io#status                   default
+    yes watch  nodepodprobes.apps.kruise.io                            *
+    yes list   nodepodprobes.apps.kruise.io                            *
+    yes create nodepodprobes.apps.kruise.io                            *
+    yes patch  nodepodprobes.apps.kruise.io                            *
+    yes delete nodepodprobes.apps.kruise.io                            *
+    yes watch  pods                                                    *
+    yes list   pods                                                    default
+    yes patch  pods#status                                             default
+    yes watch  nodes                                                   *
+    yes list   nodes                                                   *
+    yes create events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/podprobemarker-controller    kruise-system
+    yes get    secrets/podprobemarker-webhook-ca                       kruise-system
+    yes update secrets/podprobemarker-webhook-ca                       kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-podprobemarker-validating *
+    # Markers are never created, replaced or deleted by it; their status only by apply.
+    no  create podprobemarkers.apps.kruise.io                          default
+    no  update podprobemarkers.apps.kruise.io                          default
+    no  delete podprobemarkers.apps.kruise.io                          default
+    no  update podprobemarkers.apps.kruise.io#status                   default
+    # NodePodProbe status is the node agent's.
+    no  patch  nodepodprobes.apps.kruise.io#status                     *
+    no  update nodepodprobes.apps.kruise.io                            *
+    # Pods: marks through pods/status only; never created, deleted or their spec patched.
+    no  patch  pods                                                    default
+    no  create pods                                                    default
+    no  delete pods                                                    default
+    no  patch  nodes                                                   *
+    no  list   clonesets.apps.kruise.io                                default
+    no  get    secrets                                                 default
+    no  patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    no  create mutatingwebhookconfigurations                           *
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/podprobemarkers.apps.kruise.io *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const PUB_CHECKS: &str = "
     yes watch  podunavailablebudgets.policy.kruise.io                  *
     yes list   podunavailablebudgets.policy.kruise.io                  default
@@ -1609,6 +1656,11 @@ const DAEMON_AGENT_CHECKS: &str = "
     no  get    nodeimages.apps.kruise.io                               *
     # Its NodeImage's status (own-nodeimage-policy.yaml narrows it to its node).
     yes patch  nodeimages.apps.kruise.io#status                        *
+    # Its NodePodProbe's status, the probe results (own-nodepodprobe-policy.yaml);
+    # its spec is the controller's.
+    yes patch  nodepodprobes.apps.kruise.io#status                     *
+    no  patch  nodepodprobes.apps.kruise.io                            *
+    no  list   nodepodprobes.apps.kruise.io                            *
     yes create events.events.k8s.io                                    default
     yes patch  events.events.k8s.io                                    default
     # The copied pull secrets, one by one.
@@ -1710,6 +1762,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("imagepulljob-ctl", IMAGEPULLJOB_CHECKS),
         ("crr-ctl", CRR_CHECKS),
         ("launchpriority-ctl", LAUNCHPRIORITY_CHECKS),
+        ("podprobemarker-ctl", PODPROBEMARKER_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {
