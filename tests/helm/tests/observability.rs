@@ -413,3 +413,125 @@ fn grafana_dashboard_configmap_ships_the_file() {
         "off by default"
     );
 }
+
+/// The Prometheus `make test` builds (tests/cluster/build-prometheus.sh), if it is in the
+/// cache already: this test does not build it.
+fn cached_prometheus() -> Option<std::path::PathBuf> {
+    let script = root().join("tests/cluster/build-prometheus.sh");
+    let out = std::process::Command::new("sha256sum")
+        .arg(&script)
+        .output()
+        .ok()?;
+    let stamp: String = String::from_utf8_lossy(&out.stdout)
+        .chars()
+        .take(12)
+        .collect();
+    let cache = std::env::var_os("KRUISE_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(|d| std::path::PathBuf::from(d).join("kruise-rs"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/kruise-rs"))
+        })?;
+    let bin = cache.join(format!("prometheus-{stamp}/prometheus"));
+    bin.is_file().then_some(bin)
+}
+
+/// One HTTP GET on 127.0.0.1:`port`; the body.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+}
+
+/// Prometheus itself loads the rendered rules and evaluates every one without error
+/// (what `promtool check rules` would say, and that the expressions run).
+#[test]
+fn prometheus_loads_and_evaluates_the_rules() {
+    let Some(bin) = cached_prometheus() else {
+        eprintln!("no Prometheus built (tests/cluster/build-prometheus.sh): skipped");
+        return;
+    };
+    let rules = rendered_rules(&["prometheusRule.enabled=true"]);
+    let dir = std::env::temp_dir().join(format!("kruise-rules-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    // JSON is YAML: Prometheus reads both files as they are written here.
+    fs::write(
+        dir.join("rules.yml"),
+        serde_json::json!({"groups": rules[0]["spec"]["groups"]}).to_string(),
+    )
+    .expect("rules file");
+    fs::write(
+        dir.join("prometheus.yml"),
+        serde_json::json!({"global": {"evaluation_interval": "1s"}, "rule_files": ["rules.yml"]})
+            .to_string(),
+    )
+    .expect("config");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = std::process::Command::new(&bin)
+        .current_dir(&dir)
+        .arg("--config.file=prometheus.yml")
+        .arg("--storage.tsdb.path=data")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(dir.join("log")).expect("log"))
+        .spawn()
+        .expect("start prometheus");
+    let mut verdict = Err("Prometheus did not answer within 30s".to_string());
+    for _ in 0..60 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        if let Ok(Some(status)) = child.try_wait() {
+            verdict = Err(format!(
+                "Prometheus exited ({status}): {}",
+                fs::read_to_string(dir.join("log")).unwrap_or_default()
+            ));
+            break;
+        }
+        let Some(body) = http_get(port, "/api/v1/rules") else {
+            continue;
+        };
+        let Ok(json) = serde_json::from_str::<Value>(&body) else {
+            continue;
+        };
+        let states: Vec<(String, String, String)> = json["data"]["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap_or_default().to_string(),
+                    r["health"].as_str().unwrap_or_default().to_string(),
+                    r["lastError"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        if states.len() == 5 && states.iter().all(|(_, health, _)| health != "unknown") {
+            let bad: Vec<_> = states.iter().filter(|(_, h, _)| h != "ok").collect();
+            verdict = if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{bad:?}"))
+            };
+            break;
+        }
+        verdict = Err(format!("not evaluated yet: {states:?}"));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = fs::remove_dir_all(&dir);
+    verdict.expect("every rule loads and evaluates");
+}
