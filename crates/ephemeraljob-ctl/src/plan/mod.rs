@@ -426,10 +426,12 @@ pub fn plan(world: &World) -> Outcome {
         };
     }
     let start = previous.start_time.as_ref().map_or(now, |t| t.0);
+    // Once the deadline has passed there is nothing to wait for (a paused job is not
+    // failed by it, as upstream's requeue of 0 means none).
     let requeue_after = job
         .spec
         .active_deadline_seconds
-        .map(|s| left(start, s, now).unwrap_or(Duration::ZERO));
+        .and_then(|s| left(start, s, now));
     let targets = targets(job, &world.pods);
     let status = compute_status(job, &targets, start, now);
     let mut outcome = Outcome {

@@ -328,6 +328,20 @@ fn paused_job_writes_status_and_adds_nothing() {
 }
 
 #[test]
+fn a_paused_job_past_its_deadline_is_not_failed_nor_requeued() {
+    let mut j = job(None, Some(1), &["debugger"]);
+    j.spec.paused = true;
+    j.spec.active_deadline_seconds = Some(5);
+    j.status = Some(EphemeralJobStatus {
+        start_time: Some(Time(ts(0))),
+        ..Default::default()
+    });
+    let o = run(&j, &[pod("a", 1)], ts(10));
+    assert_eq!(o.requeue_after, None);
+    assert_eq!(o.status.unwrap().phase, Some(EphemeralJobPhase::Paused));
+}
+
+#[test]
 fn empty_template_is_an_error() {
     let j = job(None, None, &[]);
     let o = run(&j, &[pod("a", 1)], ts(0));
