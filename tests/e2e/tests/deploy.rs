@@ -509,6 +509,11 @@ async fn every_overlay_renders_applies_and_is_production_shaped() {
             podprobemarker_ctl::webhook::configurations(None),
             "podprobemarker-webhook",
         ),
+        (
+            "ephemeraljob",
+            ephemeraljob_ctl::webhook::configurations(None),
+            "ephemeraljob-webhook",
+        ),
     ] {
         let code: Vec<Value> = validating
             .iter()
@@ -1325,6 +1330,39 @@ const PODPROBEMARKER_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
+const EPHEMERALJOB_CHECKS: &str = "
+    yes watch  ephemeraljobs.apps.kruise.io                            *
+    yes list   ephemeraljobs.apps.kruise.io                            default
+    yes patch  ephemeraljobs.apps.kruise.io                            default
+    yes delete ephemeraljobs.apps.kruise.io                            default
+    yes patch  ephemeraljobs.apps.kruise.io#status                     default
+    yes watch  pods                                                    *
+    yes list   pods                                                    default
+    yes patch  pods#ephemeralcontainers                                default
+    yes create events.events.k8s.io                                    default
+    yes create leases.coordination.k8s.io                              kruise-system
+    yes patch  leases.coordination.k8s.io/ephemeraljob-controller      kruise-system
+    yes get    secrets/ephemeraljob-webhook-ca                         kruise-system
+    yes update secrets/ephemeraljob-webhook-ca                         kruise-system
+    yes patch  validatingwebhookconfigurations/kruise-ephemeraljob-validating *
+    # Jobs are never created or replaced by it; their status only by apply.
+    no  create ephemeraljobs.apps.kruise.io                            default
+    no  update ephemeraljobs.apps.kruise.io                            default
+    no  update ephemeraljobs.apps.kruise.io#status                     default
+    # Pods: ephemeral containers only; never created, deleted or otherwise patched.
+    no  patch  pods                                                    default
+    no  patch  pods#status                                             default
+    no  update pods#ephemeralcontainers                                default
+    no  create pods                                                    default
+    no  delete pods                                                    default
+    no  list   nodes                                                   *
+    no  get    secrets                                                 default
+    no  patch  leases.coordination.k8s.io/statefulset-controller       kruise-system
+    no  create mutatingwebhookconfigurations                           *
+    no  patch  customresourcedefinitions.apiextensions.k8s.io/ephemeraljobs.apps.kruise.io *
+    no  impersonate serviceaccounts                                    kruise-system
+";
+
 const PUB_CHECKS: &str = "
     yes watch  podunavailablebudgets.policy.kruise.io                  *
     yes list   podunavailablebudgets.policy.kruise.io                  default
@@ -1763,6 +1801,7 @@ async fn rbac_grants_each_controller_only_what_it_uses() {
         ("crr-ctl", CRR_CHECKS),
         ("launchpriority-ctl", LAUNCHPRIORITY_CHECKS),
         ("podprobemarker-ctl", PODPROBEMARKER_CHECKS),
+        ("ephemeraljob-ctl", EPHEMERALJOB_CHECKS),
         // The node agent is a DaemonSet, in kruise-daemon-config.
         ("daemon-agent", DAEMON_AGENT_CHECKS),
     ] {

@@ -13,6 +13,7 @@ mod crr;
 mod daemonset;
 mod deploy;
 mod envfrommetadata;
+mod ephemeraljob;
 mod foreignleader;
 mod imagepull;
 mod launchpriority;
