@@ -39,9 +39,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The prober alone, on the CRI at `socket`, until shutdown: for tests that share a node
+/// with another agent, and for embedding. A namespace-scoped runtime
+/// (`KRUISE_WATCH_NAMESPACE`) probes only that namespace's Pods and leaves the other
+/// entries of the status as they are.
+pub async fn run_standalone(
+    runtime: Runtime,
+    node_name: String,
+    socket: std::path::PathBuf,
+) -> anyhow::Result<()> {
+    let cri = Cri::connect(&socket)?;
+    let task = spawn(&runtime, cri, &node_name);
+    runtime.shutdown.cancelled().await;
+    task.abort();
+    Ok(())
+}
+
 /// Spawns the prober for `node`; abort the handle to stop it (its workers stop with it).
 pub fn spawn(runtime: &Runtime, cri: Cri, node: &str) -> JoinHandle<()> {
     let (client, events, node) = (runtime.client.clone(), runtime.events(), node.to_string());
+    let scope = runtime.settings.watch_namespace.clone();
     let ready = runtime.readiness.register("watch nodepodprobe");
     tokio::spawn(async move {
         let api: Api<NodePodProbe> = Api::all(client);
@@ -85,7 +102,9 @@ pub fn spawn(runtime: &Runtime, cri: Cri, node: &str) -> JoinHandle<()> {
                 last_written = None;
                 continue;
             };
-            prober.sync(&plan::probes(&npp.spec));
+            let mut wanted = plan::probes(&npp.spec);
+            wanted.retain(|(k, _)| scope.as_ref().is_none_or(|ns| *ns == k.namespace));
+            prober.sync(&wanted);
             retry = match write_status(&api, &events, &prober.outcomes, &npp, &mut last_written)
                 .await
             {

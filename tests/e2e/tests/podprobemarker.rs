@@ -355,3 +355,117 @@ async fn invalid_markers_are_refused_with_field_errors() {
     })
     .await;
 }
+
+/// The node agent's prober on the real node `real-0` (opt-in, docs/local-cluster.md "The
+/// real node"): the controller and the agent's prober, both scoped to the test's
+/// namespace, run an exec probe in a busybox container through containerd.
+mod realnode {
+    use super::*;
+
+    const NODE: &str = "real-0";
+
+    fn real_pod(image: &str) -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probed", "labels": {"app": "web"}},
+            "spec": {
+                "nodeSelector": {"node.kruise.io/real": "true"},
+                "tolerations": [{"key": "node.kruise.io/real", "operator": "Exists", "effect": "NoSchedule"}],
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "main",
+                    "image": image,
+                    "command": ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"],
+                    "ports": [{"name": "http", "containerPort": 8080}]
+                }]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_agent_runs_exec_probes_and_the_pod_is_marked() {
+        let Some(node) = crate::realnode::real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("e2e-ppm-real").await;
+        let _ctl = controller(&ns).await;
+        let socket = std::path::PathBuf::from(node.containerd_socket.clone());
+        let _agent = RunningController::start(daemon_agent::IDENTITY, &ns.name, "", move |rt| {
+            daemon_agent::podprobe::run_standalone(rt, NODE.into(), socket)
+        })
+        .await;
+        let pods = ns.api::<Pod>();
+        let image = format!("{}/kruise-rs/busybox:1", node.registry);
+        pods.create(&PostParams::default(), &real_pod(&image))
+            .await
+            .unwrap();
+        let mut ppm = marker("ppm");
+        // Only the exec probe: it prints "data" and succeeds.
+        ppm.spec.probes.truncate(1);
+        ppm.spec.probes[0].probe.exec = Some(k8s_openapi::api::core::v1::ExecAction {
+            command: Some(vec!["sh".into(), "-c".into(), "echo data".into()]),
+        });
+        let markers = ns.api::<PodProbeMarker>();
+        markers.create(&PostParams::default(), &ppm).await.unwrap();
+        wait_for(
+            "the probe to succeed and mark the Pod",
+            2 * MINUTE,
+            || async {
+                let pod = pods.get("probed").await.map_err(|e| e.to_string())?;
+                let c = condition(&pod, HEALTHY);
+                if pod.labels().get("nginx").map(String::as_str) == Some("healthy")
+                    && c.is_some_and(|c| c.status == "True" && c.message.as_deref() == Some("data"))
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{:?} {c:?}", pod.labels()))
+                }
+            },
+        )
+        .await;
+        wait_for("the KruiseProbeSucceeded event", MINUTE, || async {
+            let events = kruise_e2e::events_in(&ns, "probed").await;
+            if events.iter().any(|e| e.reason == "KruiseProbeSucceeded") {
+                Ok(())
+            } else {
+                Err(format!("{events:?}"))
+            }
+        })
+        .await;
+        // The command now fails: the label goes, the cost annotation comes.
+        let mut ppm = markers.get("ppm").await.unwrap();
+        ppm.spec.probes[0].probe.exec = Some(k8s_openapi::api::core::v1::ExecAction {
+            command: Some(vec!["sh".into(), "-c".into(), "exit 1".into()]),
+        });
+        markers
+            .replace("ppm", &PostParams::default(), &ppm)
+            .await
+            .unwrap();
+        wait_for("the probe to fail and mark the Pod", 2 * MINUTE, || async {
+            let pod = pods.get("probed").await.map_err(|e| e.to_string())?;
+            let c = condition(&pod, HEALTHY);
+            if !pod.labels().contains_key("nginx")
+                && pod.annotations().get(COST).map(String::as_str) == Some("-10")
+                && c.is_some_and(|c| c.status == "False")
+            {
+                Ok(())
+            } else {
+                Err(format!("{:?} {c:?}", pod.labels()))
+            }
+        })
+        .await;
+        markers
+            .delete("ppm", &DeleteParams::default())
+            .await
+            .unwrap();
+        wait_for("the marker gone", MINUTE, || async {
+            match markers.get_opt("ppm").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(m) => Err(format!("{:?}", m.finalizers())),
+            }
+        })
+        .await;
+    }
+}
