@@ -9,6 +9,7 @@
 pub mod error;
 pub mod plan;
 pub mod reconcile;
+pub mod sidecarterminator;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -23,6 +24,8 @@ use kube::runtime::watcher;
 /// The controller's name: Lease, field manager, event reporter.
 pub const CONTROLLER_NAME: &str = "containerrecreaterequest-controller";
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
+/// SidecarTerminator's name (metrics, events), a second controller of this binary.
+pub const SIDECAR_TERMINATOR_NAME: &str = "sidecarterminator-controller";
 
 /// What every reconcile shares.
 pub struct Context {
@@ -30,16 +33,28 @@ pub struct Context {
     pub crrs: Cache<ContainerRecreateRequest>,
     pub pods: Cache<Pod>,
     pub reconciler: Reconciler,
+    /// SidecarTerminator's reconciler and events.
+    pub terminator: Reconciler,
+    pub events: kruise_runtime::events::Events,
 }
 
 /// A Pod as the manager needs it: identity, readiness gates, conditions and container
-/// statuses (the spec's containers go: preStop and ports are read by admission, fresh).
+/// statuses (the spec's containers go: preStop and ports are read by admission, fresh),
+/// and the env vars SidecarTerminator reads.
 fn prune_pod(pod: &mut Pod) {
     prune(pod);
     pod.metadata.annotations = None;
     if let Some(spec) = pod.spec.as_mut() {
         spec.containers.iter_mut().for_each(|c| {
-            c.env = None;
+            c.env = c
+                .env
+                .take()
+                .map(|env| {
+                    env.into_iter()
+                        .filter(|e| sidecarterminator::ENV.contains(&e.name.as_str()))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|env| !env.is_empty());
             c.lifecycle = None;
             c.ports = None;
             c.volume_mounts = None;
@@ -57,6 +72,11 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             runtime.metrics.clone(),
             CONTROLLER_NAME,
             "ContainerRecreateRequest",
+        ),
+        terminator: Reconciler::new(runtime.metrics.clone(), SIDECAR_TERMINATOR_NAME, "Pod"),
+        events: kruise_runtime::events::Events::new(
+            runtime.client.clone(),
+            SIDECAR_TERMINATOR_NAME,
         ),
     })
 }
@@ -89,6 +109,11 @@ fn requests_of(
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
     let ctx = context(&runtime);
     let daemon_enabled = runtime.gates.enabled(kruise_runtime::gates::KRUISE_DAEMON);
+    // SidecarTerminator stops sidecars through requests the node agent carries out.
+    let terminator_enabled = daemon_enabled
+        && runtime
+            .gates
+            .enabled(kruise_runtime::gates::SIDECAR_TERMINATOR);
     let routes = webhook::routes(runtime.client.clone(), daemon_enabled);
     let controller = |workers| {
         let ctx = ctx.clone();
@@ -104,8 +129,22 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             let controller = r
                 .controller(&ctx.crrs, workers)
                 .watches_shared_stream(ctx.pods.subscribe(), on_pod);
-            r.run_with(controller, ctx.clone(), reconcile::reconcile)
-                .await;
+            let requests = r.run_with(controller, ctx.clone(), reconcile::reconcile);
+            if terminator_enabled {
+                let t = &ctx.terminator;
+                // A request that goes away lets the next one of its Pod be made.
+                let on_request = |crr: Arc<ContainerRecreateRequest>| {
+                    let namespace = crr.metadata.namespace.clone().unwrap_or_default();
+                    Some(ObjectRef::<Pod>::new(&crr.spec.pod_name).within(&namespace))
+                };
+                let pods = t
+                    .controller(&ctx.pods, workers)
+                    .watches_shared_stream(ctx.crrs.subscribe(), on_request);
+                let terminator = t.run_with(pods, ctx.clone(), sidecarterminator::reconcile);
+                tokio::join!(requests, terminator);
+            } else {
+                requests.await;
+            }
         }
     };
     runtime

@@ -987,4 +987,93 @@ spec:
             ["prestop app", "prestop sidecar", "prestop sidecar"]
         );
     }
+
+    /// SidecarTerminator (gate SidecarTerminator): a Job-like Pod (restartPolicy Never)
+    /// whose main container exits while its sidecar (KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT)
+    /// would run forever: the manager asks for the sidecar's stop with the request
+    /// `sidecar-termination-<uid>`, the agent stops it, the kubelet does not restart it,
+    /// and the Pod completes (Succeeded, as its main container exited 0).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_sidecar_terminator_lets_a_job_pod_complete() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-sidecar-term").await;
+        let manager = start_manager(&ns, "SidecarTerminator=true").await;
+        let socket_path = std::path::PathBuf::from(socket);
+        let _agent = RunningController::start(daemon_agent::IDENTITY, &ns.name, "", move |rt| {
+            daemon_agent::crr::run_standalone(rt, NODE.into(), socket_path)
+        })
+        .await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        ns.apply(&format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: job-pod
+spec:
+  restartPolicy: Never
+  nodeSelector:
+    node.kruise.io/real: "true"
+  tolerations:
+  - key: node.kruise.io/real
+    operator: Exists
+    effect: NoSchedule
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: {image}
+    command: ["sh", "-c", "sleep 3; exit 0"]
+  - name: sidecar
+    image: {image}
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    env:
+    - name: KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT
+      value: "true"
+"#
+        ))
+        .await
+        .unwrap();
+        let done = wait_for("the Job Pod to complete", 2 * MINUTE, || async {
+            let p = pod(&ns, "job-pod").await;
+            match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                Some("Succeeded") => Ok(p),
+                other => Err(format!("phase {other:?}: {:?}", p.status)),
+            }
+        })
+        .await;
+        let sidecar = status_of(&done, "sidecar");
+        let terminated = sidecar
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .expect("the sidecar terminated");
+        assert_eq!(
+            sidecar.restart_count, 0,
+            "not restarted (restartPolicy Never)"
+        );
+        assert_eq!(terminated.exit_code, 0, "stopped by TERM: {terminated:?}");
+        let uid = done.metadata.uid.clone().unwrap();
+        let crr: ContainerRecreateRequest = ns
+            .api()
+            .get(&format!("sidecar-termination-{uid}"))
+            .await
+            .expect("the request SidecarTerminator made");
+        assert_eq!(crr.spec.containers.len(), 1);
+        assert_eq!(crr.spec.containers[0].name, "sidecar");
+        let owner = &crr.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("Pod", uid.as_str())
+        );
+        wait_events(&ns, "job-pod", "the SidecarTerminator event", |events| {
+            events.iter().any(|e| {
+                e.reason == "SidecarTerminator"
+                    && e.note
+                        .contains("trying to terminate sidecar [sidecar] using crr")
+            })
+        })
+        .await;
+        drop(manager);
+    }
 }

@@ -65,3 +65,21 @@ pub const CONTAINER_PRIORITY_MAX: i32 = 2147483647;
 pub const FEATURE_KRUISE_DAEMON: &str = "KruiseDaemon";
 /// Feature gate: ImagePullJob and ImageListPullJob (on by default here).
 pub const FEATURE_IMAGE_PULL_JOB_GATE: &str = "ImagePullJobGate";
+
+/// Container env (SidecarTerminator): `"true"` marks a sidecar that is stopped once the main
+/// containers of its Job-like Pod (restartPolicy Never/OnFailure) have ended.
+pub const KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT";
+/// Container env (SidecarTerminator): `"true"` on such a sidecar: its exit code does not
+/// decide the Pod's phase (the Pod is marked Succeeded or Failed from its main containers).
+pub const KRUISE_IGNORE_CONTAINER_EXIT_CODE: &str = "KRUISE_IGNORE_CONTAINER_EXIT_CODE";
+/// Container env (SidecarTerminator, virtual-kubelet nodes): an image the sidecar is
+/// updated to in place instead of being killed.
+pub const KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE: &str =
+    "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE";
+/// Pod condition SidecarTerminator sets when it marks a Pod terminated.
+pub const SIDECAR_TERMINATED: &str = "SidecarTerminated";
+/// Event reason of SidecarTerminator.
+pub const REASON_SIDECAR_TERMINATOR: &str = "SidecarTerminator";
+/// Name prefix of the ContainerRecreateRequest SidecarTerminator creates
+/// (`sidecar-termination-<pod uid>`).
+pub const SIDECAR_TERMINATION_CRR_PREFIX: &str = "sidecar-termination-";
