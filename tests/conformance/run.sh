@@ -9,8 +9,8 @@
 #                                           deletionprotection inplacevpa containerpriority
 #                                           ephemeraljob (upstream's Describe labels) and, not in `all`:
 #                                           containerrecreaterequest imagepulljob imagelistpulljob
-#                                           containermeta podprobemarker (they need
-#                                           kruise-daemon: below)
+#                                           containermeta podprobemarker sidecarterminator
+#                                           (they need kruise-daemon: below)
 #   FOCUS='VolumeClaimTemplate' tests/conformance/run.sh cloneset      only the specs whose full
 #                                                                       text matches (--ginkgo.focus)
 #
@@ -76,6 +76,7 @@ label_of() {
     containerpriority) echo ContainerPriority ;;
     podprobemarker) echo PodProbeMarker ;;
     ephemeraljob) echo EphemeralJob ;;
+    sidecarterminator) echo SidecarTerminator ;;
     *) return 1 ;;
   esac
 }
@@ -94,7 +95,8 @@ all_suites=(cloneset sidecarset sidecarresourcespolicy statefulset volumeexpansi
 # pull, the PodProbeMarker specs wait for probes the node agent runs (exec in the
 # containers). They are not part of `all`; run by name they say what is missing (docs/conformance.md:
 # what blocks each spec).
-daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob containermeta podprobemarker)
+daemon_suites=(containerrecreaterequest imagepulljob imagelistpulljob containermeta podprobemarker
+  sidecarterminator)
 
 # Several suites may be named at once (one controller start for all of them).
 suites=()
@@ -199,7 +201,8 @@ suite_setup() {
       kc taint nodes "$tainted_node" "$control_plane_taint" --overwrite >/dev/null
       ;;
     containerrecreaterequest | imagepulljob | imagelistpulljob) daemon_setup "$1" ;;
-    containermeta) daemon_setup containerrecreaterequest ;;
+    # Pods on real-0 alone, as for ContainerRecreateRequest: the agent acts there only.
+    containermeta | podprobemarker | sidecarterminator) daemon_setup containerrecreaterequest ;;
   esac
 }
 # - containerrecreaterequest, imagepulljob, imagelistpulljob (kruise-daemon's suites): only
