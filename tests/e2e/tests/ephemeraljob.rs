@@ -12,7 +12,7 @@ use kruise_api::apps_v1alpha1::{
 };
 use kruise_e2e::{RunningController, TestNamespace, wait_for};
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 const MINUTE: Duration = Duration::from_secs(60);
