@@ -245,6 +245,28 @@ async fn a_second_job_with_the_same_container_name_matches_nothing() {
     .await;
     assert_eq!(s.matches, 0);
     assert!(s.conditions.iter().any(|c| c.type_ == "MatchedEmpty"));
+    delete_jobs(&ns).await;
+}
+
+/// Deletes the namespace's jobs while the controller runs, which removes their finalizer
+/// (else the namespace would stay Terminating once the test's controller is gone).
+async fn delete_jobs(ns: &TestNamespace) {
+    let api = ns.api::<EphemeralJob>();
+    api.delete_collection(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    wait_for("the jobs to be deleted", MINUTE, || async {
+        let left = api
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        if left.items.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} left", left.items.len()))
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
