@@ -1672,8 +1672,8 @@ const CRR_CHECKS: &str = "
     # Its own CRD's conversion only.
     no  patch  customresourcedefinitions.apiextensions.k8s.io/nodeimages.apps.kruise.io *
     no  delete customresourcedefinitions.apiextensions.k8s.io/containerrecreaterequests.apps.kruise.io *
-    # Requests are the users' to create; their spec is never rewritten.
-    no  create containerrecreaterequests.apps.kruise.io                default
+    # Created by SidecarTerminator (sidecar-termination-<pod uid>); never rewritten.
+    yes create containerrecreaterequests.apps.kruise.io                default
     no  update containerrecreaterequests.apps.kruise.io                default
     no  get    secrets                                                 default
     no  list   nodes                                                   *
