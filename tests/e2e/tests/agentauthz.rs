@@ -77,12 +77,17 @@ impl AgentPod {
     pub async fn create(ns: &TestNamespace, node: Option<&str>) -> Self {
         let name = format!("{}-agent", ns.name);
         let pods: Api<Pod> = Api::namespaced(ns.client.clone(), AGENT_NS);
+        // Without a node: one of the cluster's own kwok nodes, by the scheduler, which
+        // keeps off the nodes other tests add for themselves (tainted
+        // `e2e.kruise.io/owner`, so no blanket toleration here).
         let placement = match node {
-            Some(node) => json!({"nodeName": node}),
+            Some(node) => {
+                json!({"nodeName": node, "tolerations": [{"operator": "Exists"}]})
+            }
             None => json!({"nodeSelector": {"type": "kwok"}}),
         };
         let mut spec = json!({
-            "serviceAccountName": AGENT_SA, "tolerations": [{"operator": "Exists"}],
+            "serviceAccountName": AGENT_SA,
             "containers": [{"name": "agent", "image": "kruise-rs/daemon-agent:0.1.0"}]
         });
         spec.as_object_mut()
