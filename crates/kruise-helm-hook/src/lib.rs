@@ -25,9 +25,10 @@ pub struct Found {
     pub names: Vec<String>,
 }
 
-/// CRDs whose objects never hold an uninstall back: NodeImages are made by imagepulljob-ctl,
-/// one per node, and mean nothing without the controllers.
-pub const NOT_BLOCKING: &[&str] = &["nodeimages.apps.kruise.io"];
+/// CRDs whose objects never hold an uninstall back: NodeImages (imagepulljob-ctl) and
+/// NodePodProbes (podprobemarker-ctl) are made by the controllers, one per node, and mean
+/// nothing without them.
+pub const NOT_BLOCKING: &[&str] = &["nodeimages.apps.kruise.io", "nodepodprobes.apps.kruise.io"];
 
 /// The CRD names to check: the arguments, less [`NOT_BLOCKING`], without duplicates, in
 /// order.
@@ -134,6 +135,7 @@ mod tests {
         let args = [
             "clonesets.apps.kruise.io",
             "nodeimages.apps.kruise.io",
+            "nodepodprobes.apps.kruise.io",
             " clonesets.apps.kruise.io",
             "",
             "sidecarsets.apps.kruise.io",

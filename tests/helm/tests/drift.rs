@@ -359,7 +359,7 @@ fn host_network_gives_every_controller_ports_of_its_own() {
 }
 
 #[test]
-fn the_uninstall_guard_checks_every_crd_but_node_images_and_may_read_exactly_those() {
+fn the_uninstall_guard_checks_the_crds_of_enabled_controllers_and_may_read_exactly_those() {
     let c = helm_template(&[]).expect("helm template");
     let hooks: Vec<&Value> = c.iter().filter(|o| kruise_helm_tests::is_hook(o)).collect();
     let kinds: BTreeSet<&str> = hooks.iter().filter_map(|o| o["kind"].as_str()).collect();
@@ -378,6 +378,7 @@ fn the_uninstall_guard_checks_every_crd_but_node_images_and_may_read_exactly_tho
         })
         .collect();
     want.remove("nodeimages.apps.kruise.io");
+    want.remove("nodepodprobes.apps.kruise.io");
     let job = hooks.iter().find(|o| o["kind"] == "Job").expect("the Job");
     let container = &job["spec"]["template"]["spec"]["containers"][0];
     let args: BTreeSet<String> = container["args"]
@@ -406,6 +407,16 @@ fn the_uninstall_guard_checks_every_crd_but_node_images_and_may_read_exactly_tho
         .filter_map(|a| a.as_str().map(str::to_string))
         .collect();
     assert_eq!(gettable, want, "get on exactly the checked CRDs");
+    // Only the kinds of the controllers the release runs: UnitedDeployments are not its to
+    // guard once uniteddeployment is disabled.
+    let without_ud = helm_template(&["uniteddeployment.enabled=false"]).expect("helm template");
+    let job = without_ud
+        .iter()
+        .find(|o| kruise_helm_tests::is_hook(o) && o["kind"] == "Job")
+        .expect("the Job");
+    let args = job["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(!args.contains("uniteddeployments"), "{args}");
+    assert!(args.contains("clonesets.apps.kruise.io"), "{args}");
     let off = helm_template(&["uninstallGuard.enabled=false"]).expect("helm template");
     assert!(!off.iter().any(kruise_helm_tests::is_hook));
 }

@@ -150,6 +150,25 @@ workloadspread:
 {{- end -}}
 
 {{- /* The node agent's CRDs (it reads its node's NodeImage and ContainerRecreateRequests). */ -}}
+{{- /* The CRDs the enabled controllers and the node agent use (a YAML list): what the chart
+installs (crds.yaml, unless crds.installAll) and what the uninstall guard checks. */ -}}
+{{- define "kruise-rs.usedCrds" -}}
+{{- $wanted := dict }}
+{{- $catalog := include "kruise-rs.catalog" . | fromYaml }}
+{{- range $key, $c := $catalog }}
+{{- if include "kruise-rs.enabled" (list $ $key) }}
+{{- range $c.crds }}{{ $_ := set $wanted . true }}{{ end }}
+{{- if and $c.predownload (include "kruise-rs.gateOn" (list $ "PreDownloadImageForInPlaceUpdate")) }}
+{{- $_ := set $wanted "imagepulljobs.apps.kruise.io" true }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if include "kruise-rs.daemonEnabled" . }}
+{{- range (include "kruise-rs.daemonCrds" . | fromYamlArray) }}{{ $_ := set $wanted . true }}{{ end }}
+{{- end }}
+{{- keys $wanted | sortAlpha | toJson }}
+{{- end -}}
+
 {{- define "kruise-rs.daemonCrds" -}}
 [nodeimages.apps.kruise.io, nodepodprobes.apps.kruise.io, containerrecreaterequests.apps.kruise.io]
 {{- end -}}
