@@ -160,7 +160,10 @@ cat "$dir/refused.txt" >&2
 phase guard_held
 
 log "uninstalling after the CloneSet is gone"
-"$(tests/cluster/cluster.sh bin)/kubectl" delete namespace helm-test --wait=true --timeout=180s
+# The CloneSet itself (its Pods follow): a namespace deletion can be held up cluster-wide by
+# objects other tests left of a kind whose conversion webhook is gone.
+"$(tests/cluster/cluster.sh bin)/kubectl" delete clonesets.apps.kruise.io --all -n helm-test --wait=true --timeout=180s
+"$(tests/cluster/cluster.sh bin)/kubectl" delete namespace helm-test --wait=false
 if ! "$helm_bin" uninstall "$release" -n "$release_ns" --wait --timeout 5m >"$dir/uninstall.txt" 2>&1; then
   cat "$dir/uninstall.txt" >&2
   # In `make test` the e2e suites ran on this cluster before: objects of theirs can be left
