@@ -100,7 +100,7 @@ images: ## one image per controller binary, FROM scratch, nothing pulled (a Dock
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images
 	@tests/images.sh
 
-helm-test: deps ## the Helm chart deploy/helm/kruise-rs installed, upgraded and uninstalled on the real node (make up-real first; not part of make test) [NO_BUILD=1]
+helm-test: deps ## the Helm chart deploy/helm/kruise-rs installed, upgraded and uninstalled on the real node with every controller (make up-real first; make test runs it with cloneset, imagepulljob and the agent) [NO_BUILD=1]
 	@tests/helm/install.sh
 
 up-real: deps ## the local cluster with the real node real-0 (kubelet + containerd + registries; root; make test starts it too when run as root)
