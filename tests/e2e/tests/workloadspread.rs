@@ -1,4 +1,4 @@
-//! WorkloadSpread on the real cluster (spec spread-and-distribution §1, scenario D2),
+//! WorkloadSpread on the real cluster (docs/workloadspread.md; examples/workloadspread.yaml),
 //! on the 4 shared kwok nodes (zone-a: kwok-node-0/1, zone-b: kwok-node-2/3):
 //! workloadspread-ctl in-process per namespace, and cloneset-ctl where a CloneSet must
 //! create and delete Pods.
@@ -571,7 +571,7 @@ async fn invalid_workloadspreads_are_refused_with_the_spec_messages() {
     );
 }
 
-/// A custom workload (spec 1.3): an Advanced DaemonSet is refused as a target until the
+/// A custom workload (docs/workloadspread.md, "Custom workloads"): an Advanced DaemonSet is refused as a target until the
 /// `kruise-configuration` ConfigMap (in the controller's namespace: here the test's, the
 /// instance being namespace-scoped) allow-lists it, as OpenKruise's e2e "job-like custom
 /// workload" does; then its Pods, which have no replicas to resolve, fill the integer caps
