@@ -8,7 +8,9 @@
 //!   selector pins its node and a get of its node's objects, and refuses the rest
 //!   (docs/imagepulljob.md "Node-scoped reads for the node agent");
 //! - writes the status of its own node's NodeImage only (own-nodeimage-policy.yaml; the
-//!   requests' own-crr-policy.yaml is tested in crr.rs, where crr-ctl stamps them).
+//!   requests' own-crr-policy.yaml is tested in crr.rs, where crr-ctl stamps them);
+//! - annotates its own node's Pods only, through `pods/status`, and never changes a Pod's
+//!   status (own-pod-status-policy.yaml).
 //!
 //! The authorizer is the local cluster's: `make up`'s imagepulljob-ctl when it runs, else
 //! imagepulljob-ctl started here on the port the apiserver calls, with the certificate
@@ -42,6 +44,7 @@ pub(crate) async fn apply_agent_identity() {
         "controllers/daemon-agent/rbac.yaml",
         "controllers/daemon-agent/own-nodeimage-policy.yaml",
         "controllers/daemon-agent/own-crr-policy.yaml",
+        "controllers/daemon-agent/own-pod-status-policy.yaml",
     ] {
         let path = dir.join(file).display().to_string();
         // Tests applying the same objects at once: kubectl's create of an object another
@@ -431,6 +434,84 @@ async fn agent_writes_only_its_own_node_image() {
     let err = write(unbound, node).await.unwrap_err();
     assert!(
         err.contains("may only write the status of its own node"),
+        "{err}"
+    );
+    agent.delete().await;
+}
+
+/// The agent's one Pod write (the runtime-containers-meta annotation through `pods/status`,
+/// granted cluster-wide by RBAC) is admitted for its own node's Pods only, and never as a
+/// change of the Pod's status: own-pod-status-policy.yaml, read from the Pod-bound token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_annotates_only_its_own_nodes_pods_and_never_their_status() {
+    let ns = TestNamespace::new("agent-writes-pod").await;
+    apply_agent_identity().await;
+    let agent = AgentPod::create(&ns, None).await;
+    let other_node = other_kwok_node(&ns.client, &agent.node).await;
+    let pods: Api<Pod> = Api::namespaced(ns.client.clone(), &ns.name);
+    for (name, node) in [
+        ("mine", agent.node.as_str()),
+        ("theirs", other_node.as_str()),
+    ] {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+                     "containers": [{"name": "app", "image": "nginx:alpine"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let annotate = |client: kube::Client, pod: &'static str, value: &'static str| {
+        let ns = ns.name.clone();
+        async move {
+            Api::<Pod>::namespaced(client, &ns)
+                .patch_status(
+                    pod,
+                    &PatchParams::default(),
+                    &Patch::Strategic(json!({"metadata": {"annotations": {
+                        keys::RUNTIME_CONTAINERS_META: value}}})),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    let bound = agent.client(true).await;
+    // The policy takes a moment to be loaded by the apiserver.
+    wait_for("another node's Pod denied", MINUTE, || async {
+        match annotate(bound.clone(), "theirs", "{}").await {
+            Err(e) if e.contains("may only write the Pods of its own node") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    annotate(bound.clone(), "mine", r#"{"containers":[]}"#)
+        .await
+        .expect("its own node's Pod");
+    let mine = pods.get("mine").await.unwrap();
+    assert_eq!(
+        mine.annotations()
+            .get(keys::RUNTIME_CONTAINERS_META)
+            .map(String::as_str),
+        Some(r#"{"containers":[]}"#)
+    );
+    // A status change rides on the same subresource: refused even on its own node.
+    let err = Api::<Pod>::namespaced(bound.clone(), &ns.name)
+        .patch_status(
+            "mine",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"conditions": [
+                {"type": "Ready", "status": "True"}]}})),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("may not change a Pod's status"), "{err}");
+    // Without the Pod binding the token names no node.
+    let unbound = agent.client(false).await;
+    let err = annotate(unbound, "mine", "{}").await.unwrap_err();
+    assert!(
+        err.contains("may only write the Pods of its own node"),
         "{err}"
     );
     agent.delete().await;
