@@ -483,3 +483,112 @@ fn each_conversion_names_a_webhook_service_the_chart_renders_in_its_namespace() 
         }
     }
 }
+
+/// The node agent's host access is the CRI socket's own directory, read-only (not all of
+/// /var/run, whose other sockets a read-only mount would still let it connect to), and it
+/// keeps off virtual-kubelet nodes as OpenKruise's kruise-daemon does. Kustomize ships the
+/// same (default_values_render_overlays_all).
+#[test]
+fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet_nodes() {
+    let agent = |set: &[&str]| {
+        helm_template(set)
+            .expect("helm template")
+            .into_iter()
+            .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "daemon-agent")
+            .expect("the agent's DaemonSet")
+    };
+    let host_paths = |ds: &Value| -> Vec<String> {
+        ds.pointer("/spec/template/spec/volumes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.pointer("/hostPath/path").and_then(Value::as_str))
+            .map(String::from)
+            .collect()
+    };
+    let ds = agent(&[]);
+    assert_eq!(host_paths(&ds), vec!["/run/containerd"]);
+    let mounts = ds
+        .pointer("/spec/template/spec/containers/0/volumeMounts")
+        .and_then(Value::as_array)
+        .expect("mounts");
+    assert!(mounts.iter().all(|m| m["readOnly"] == true), "{mounts:?}");
+    let terms = ds
+        .pointer("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0")
+        .expect("a required node affinity");
+    assert_eq!(terms["key"], "type");
+    assert_eq!(terms["operator"], "NotIn");
+    assert_eq!(terms["values"][0], "virtual-kubelet");
+
+    let crio = agent(&[
+        "daemon.socketLocation=/var/run/crio",
+        "daemon.socketFile=crio.sock",
+    ]);
+    assert_eq!(host_paths(&crio), vec!["/var/run/crio"]);
+    assert_eq!(
+        env(&crio, "KRUISE_CRI_SOCKET"),
+        vec!["/hostvarrun/crio.sock"]
+    );
+}
+
+/// networkPolicy.enabled: the webhook port admitted from webhookFrom only, metrics from
+/// metricsFrom, kruise-rs Pods only (OpenKruise's, sharing the namespace during a
+/// migration, untouched); refused without webhookFrom; nothing by default.
+#[test]
+fn network_policies_admit_the_webhook_port_from_the_apiserver_only() {
+    let policies = |set: &[&str]| -> Vec<Value> {
+        helm_template(set)
+            .expect("helm template")
+            .into_iter()
+            .filter(|o| o["kind"] == "NetworkPolicy")
+            .collect()
+    };
+    assert!(policies(&[]).is_empty());
+    let err = helm_template(&["networkPolicy.enabled=true"]).expect_err("no webhookFrom");
+    assert!(err.contains("networkPolicy.webhookFrom"), "{err}");
+    let on = policies(&[
+        "networkPolicy.enabled=true",
+        "networkPolicy.webhookFrom[0].ipBlock.cidr=172.18.0.0/16",
+    ]);
+    assert_eq!(on.len(), 2, "{on:#?}");
+    let controllers = on
+        .iter()
+        .find(|p| p["metadata"]["namespace"] == "kruise-system")
+        .expect("the controllers' policy");
+    assert_eq!(
+        controllers["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/part-of"],
+        "kruise-rs"
+    );
+    let ingress = controllers["spec"]["ingress"].as_array().expect("rules");
+    let rule = |port: i64| {
+        ingress
+            .iter()
+            .find(|r| r["ports"][0]["port"] == port)
+            .unwrap_or_else(|| panic!("a rule for {port}"))
+    };
+    assert_eq!(rule(9443)["from"][0]["ipBlock"]["cidr"], "172.18.0.0/16");
+    assert_eq!(
+        rule(8080)["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+    // Every controller's webhook and metrics ports are the ones the policy names.
+    for d in helm_template(&[])
+        .expect("helm template")
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+    {
+        for p in d
+            .pointer("/spec/template/spec/containers/0/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let port = p["containerPort"].as_i64().unwrap_or_default();
+            assert!(
+                port == 9443 || port == 8080,
+                "{}: port {port}",
+                d["metadata"]["name"]
+            );
+        }
+    }
+}
