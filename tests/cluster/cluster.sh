@@ -124,6 +124,55 @@ EOF
   )
 }
 
+# The client certificate the apiserver presents to admission webhooks, from a CA of its
+# own (webhook-client-ca.crt, which controllers.sh gives the controllers as
+# KRUISE_WEBHOOK_CLIENT_CA), and the --admission-control-config-file that makes the
+# apiserver present it to every webhook ('*': URL and Service webhooks alike). A controller
+# started with KRUISE_WEBHOOK_CLIENT_CA refuses admission requests without it
+# (docs/operations.md "Webhooks only the apiserver can call"); others never ask for it.
+make_webhook_client_cert() {
+  local dir=$state/admission
+  mkdir -p "$dir"
+  if [ ! -f "$pki/webhook-client.crt" ]; then
+    (
+      cd "$pki"
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout webhook-client-ca.key -out webhook-client-ca.crt \
+        -days 3650 -subj "/CN=kruise-rs-local-webhook-client-ca" 2>/dev/null
+      echo "extendedKeyUsage=clientAuth" >webhook-client.ext
+      openssl req -newkey rsa:2048 -nodes -keyout webhook-client.key -out webhook-client.csr \
+        -subj "/CN=kube-apiserver-webhook-client" 2>/dev/null
+      openssl x509 -req -in webhook-client.csr -CA webhook-client-ca.crt -CAkey webhook-client-ca.key \
+        -CAcreateserial -CAserial webhook-client.srl -out webhook-client.crt -days 3650 \
+        -extfile webhook-client.ext 2>/dev/null
+      rm -f webhook-client.csr webhook-client.ext webhook-client.srl
+    )
+  fi
+  cat >"$dir/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: '*'
+  user:
+    client-certificate: $pki/webhook-client.crt
+    client-key: $pki/webhook-client.key
+EOF
+  cat >"$dir/admission-config.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-client.kubeconfig
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-client.kubeconfig
+EOF
+}
+
 # A serving certificate of the cluster CA for imagepulljob-ctl's webhook server on
 # 127.0.0.1 (tls.crt, tls.key, ca.crt: KRUISE_WEBHOOK_CERT_DIR's layout). The apiserver's
 # authorization webhook kubeconfig trusts the cluster CA, so it verifies this certificate
@@ -257,6 +306,7 @@ up() {
   stop
   make_pki
   make_webhook_cert imagepulljob-ctl
+  make_webhook_client_cert
   write_kubeconfig
   write_authz_config
   local apiserver_real_node=()
@@ -287,6 +337,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --authorization-config "$state/authz/authorization-config.yaml" --service-cluster-ip-range 10.0.0.0/24 \
+    --admission-control-config-file "$state/admission/admission-config.yaml" \
     --allow-privileged=true --enable-priority-and-fairness=false \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --event-ttl 30m --profiling=false --v=1 ${apiserver_real_node[@]+"${apiserver_real_node[@]}"} \

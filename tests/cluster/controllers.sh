@@ -188,6 +188,10 @@ up() {
   # local cluster turns it on so `make up` shows the feature. Listed first: the caller's
   # KRUISE_FEATURE_GATES come after and win (ResourceDistributionGate=false turns it off).
   local gates=ResourceDistributionGate=true${KRUISE_FEATURE_GATES:+,$KRUISE_FEATURE_GATES}
+  # Admission requests only from the apiserver: it presents the client certificate
+  # cluster.sh issued (webhook-client-ca.crt) to every webhook.
+  local client_ca=$state/pki/webhook-client-ca.crt
+  [ -f "$client_ca" ] || client_ca=
   while read -r c admin webhook; do
     # A serving certificate cluster.sh issued from the cluster CA (imagepulljob-ctl's: the
     # apiserver's authorization webhook trusts that CA); else a generated one.
@@ -195,6 +199,7 @@ up() {
     [ -f "$cert_dir/tls.crt" ] || cert_dir=
     KUBECONFIG=$kubeconfig \
       KRUISE_WEBHOOK_CERT_DIR=$cert_dir \
+      KRUISE_WEBHOOK_CLIENT_CA=$client_ca \
       KRUISE_ADMIN_ADDR=127.0.0.1:$admin \
       KRUISE_WEBHOOK_ADDR=127.0.0.1:$webhook \
       KRUISE_WEBHOOK_URL=https://127.0.0.1:$webhook \

@@ -19,6 +19,7 @@ pub mod telemetry;
 pub mod webhook;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use kube::Client;
 use tokio_util::sync::CancellationToken;
@@ -143,6 +144,7 @@ impl Runtime {
         let identity = identity.into();
         let settings = Settings::from_env()?;
         telemetry::init(settings.log_format);
+        reconciler::set_resync_period(Duration::from_secs(settings.resync_period_seconds));
         let config = kube::Config::infer()
             .await
             .map_err(|e| Error::Client(kube::Error::InferConfig(e)))?;

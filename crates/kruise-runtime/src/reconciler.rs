@@ -7,6 +7,9 @@
 //!   backoff reset on success;
 //! - [`Reconciler::error_policy`]: transient errors requeue with per-object exponential
 //!   backoff; a namespace being deleted is not retried;
+//! - the periodic resync: a reconcile that returns `Action::await_change()` is requeued
+//!   after the resync period anyway ([`resync_after`]), so an object whose event was
+//!   missed (a watch gap the relist did not cover, a bug in a trigger) still converges;
 //! - [`Reconciler::run_controller`] (or, for other triggers, [`Reconciler::controller`]
 //!   and [`Reconciler::owner_of`]): the kube-runtime `Controller` over a shared
 //!   [`Cache`], triggered by the primary kind and by the objects it controls
@@ -15,8 +18,9 @@
 //!   manager per controller.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -31,6 +35,31 @@ use tracing::Instrument;
 use crate::cache::{Cache, key};
 use crate::instruments::{Backoff, Instruments};
 use crate::metrics::Metrics;
+
+/// The process's resync period ([`set_resync_period`]); 10 hours until set, as
+/// controller-runtime's default `SyncPeriod`.
+static RESYNC_PERIOD: OnceLock<Duration> = OnceLock::new();
+const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(10 * 3600);
+
+/// Sets the resync period of every [`Reconciler`] of the process (`Duration::ZERO`: none),
+/// once, from `KRUISE_RESYNC_PERIOD_SECONDS` at start; later calls are ignored.
+pub fn set_resync_period(period: Duration) {
+    let _ = RESYNC_PERIOD.set(period);
+}
+
+/// When `object` is reconciled again although nothing changed: `period` plus up to a tenth
+/// of it, the same for the same object (a hash of its key), so the objects a controller
+/// reconciled together at start do not all come back in the same second. `None` for a
+/// zero period.
+pub fn resync_after(object: &str, period: Duration) -> Option<Duration> {
+    if period.is_zero() {
+        return None;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    object.hash(&mut hasher);
+    let spread = (hasher.finish() % 1000) as u32;
+    Some(period + period / 10 * spread / 1000)
+}
 
 /// What a controller watches and reconciles: a cached, typed Kubernetes object.
 pub trait Watched:
@@ -113,7 +142,13 @@ impl Reconciler {
         if result.is_ok() {
             self.backoff.succeeded(&object);
         }
-        result
+        let period = *RESYNC_PERIOD.get().unwrap_or(&DEFAULT_RESYNC_PERIOD);
+        match result {
+            Ok(action) if action == Action::await_change() => Ok(
+                resync_after(&object, period).map_or_else(Action::await_change, Action::requeue)
+            ),
+            other => other,
+        }
     }
 
     /// When to try again after `err`.
@@ -333,10 +368,17 @@ mod tests {
         let r = Reconciler::new(metrics.clone(), "c", "ReplicaSet");
         let p = pod(vec![]);
         let ok: Result<Action, Boom> = r.run(&p, async { Ok(Action::await_change()) }).await;
-        assert!(ok.is_ok());
+        // Nothing to wait for but a change: requeued after the resync period anyway.
+        let resync = resync_after(&key(&p), DEFAULT_RESYNC_PERIOD).expect("a period");
+        assert_eq!(ok.expect("ok"), Action::requeue(resync));
+        // A requeue the reconcile asked for is kept.
+        let soon: Result<Action, Boom> = r
+            .run(&p, async { Ok(Action::requeue(Duration::from_secs(3))) })
+            .await;
+        assert_eq!(soon.expect("ok"), Action::requeue(Duration::from_secs(3)));
         let failed: Result<Action, Boom> = r.run(&p, async { Err(Boom(None)) }).await;
         let err = failed.expect_err("fails");
-        assert_eq!(metrics.reconciles.with_label_values(&["c", "ok"]).get(), 1);
+        assert_eq!(metrics.reconciles.with_label_values(&["c", "ok"]).get(), 2);
         assert_eq!(
             metrics.reconciles.with_label_values(&["c", "boom"]).get(),
             1
@@ -349,6 +391,22 @@ mod tests {
             r.error_policy(&p, &err),
             Action::requeue(Duration::from_millis(200))
         );
+    }
+
+    #[test]
+    fn the_resync_is_the_period_plus_a_stable_spread_of_at_most_a_tenth() {
+        let hour = Duration::from_secs(3600);
+        let names: Vec<String> = (0..200).map(|i| format!("ns/obj-{i}")).collect();
+        let after: Vec<Duration> = names
+            .iter()
+            .map(|n| resync_after(n, 10 * hour).expect("a period"))
+            .collect();
+        assert!(after.iter().all(|d| *d >= 10 * hour && *d <= 11 * hour));
+        // Spread, not one instant for all.
+        let distinct: std::collections::BTreeSet<_> = after.iter().collect();
+        assert!(distinct.len() > 150, "{}", distinct.len());
+        assert_eq!(resync_after("ns/obj-7", 10 * hour), Some(after[7]));
+        assert_eq!(resync_after("ns/obj-7", Duration::ZERO), None);
     }
 
     #[test]

@@ -68,6 +68,20 @@ pub struct Settings {
     /// defaults. The Helm chart sets it from `webhookConfiguration.timeoutSeconds`, so
     /// that value survives the re-registration at every start.
     pub webhook_timeout_seconds: Option<i32>,
+    /// `KRUISE_WEBHOOK_CLIENT_CA`: a PEM file of the CA(s) that sign the client
+    /// certificate the apiserver presents to admission webhooks (its
+    /// `--admission-control-config-file` names a kubeconfig with that certificate). When
+    /// set, an admission request on a connection without a certificate of these CAs gets
+    /// HTTP 401 and is never handled: nobody else who reaches the port can spend a
+    /// PodUnavailableBudget or write a WorkloadSpread's status with a forged review.
+    /// Conversion and authorization routes are not affected (the apiserver presents no
+    /// certificate there, and they change no state). Unset: any TLS client is served.
+    pub webhook_client_ca: Option<String>,
+    /// `KRUISE_RESYNC_PERIOD_SECONDS`: how long after a reconcile that asked to wait for
+    /// the next change an object is reconciled anyway, so one whose event was missed still
+    /// converges (controller-runtime's `SyncPeriod`, 10 h by default, jittered; here each
+    /// object is late by up to 10 % more, spread by its name). 0: never.
+    pub resync_period_seconds: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -98,6 +112,8 @@ impl Default for Settings {
             webhook_cert_dir: None,
             webhook_ca_secret: None,
             webhook_timeout_seconds: None,
+            webhook_client_ca: None,
+            resync_period_seconds: 10 * 3600,
         }
     }
 }
@@ -116,6 +132,10 @@ const EXPECTED: &[(&str, &str)] = &[
     ("kube_burst", "a whole number of requests"),
     ("leader_elect", "true or false"),
     ("lease_duration_seconds", "a whole number of seconds"),
+    (
+        "resync_period_seconds",
+        "a whole number of seconds (0 = no periodic resync)",
+    ),
     ("log_format", "text or json"),
     (
         "webhook_timeout_seconds",

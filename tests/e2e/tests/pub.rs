@@ -1202,3 +1202,101 @@ async fn dry_runs_are_answered_like_the_real_request_and_spend_nothing() {
     let message = denial(api.delete("dry-1", &DeleteParams::default()).await);
     assert!(message.contains(EXHAUSTED), "{message}");
 }
+
+/// With `KRUISE_WEBHOOK_CLIENT_CA`, the budget-spending webhook answers the apiserver only:
+/// the local apiserver presents the client certificate tests/cluster/cluster.sh issued
+/// (its --admission-control-config-file) and its calls are handled, while the same
+/// AdmissionReview posted straight to the port without that certificate gets 401 and is
+/// never handled; with the certificate, it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_admission_reviews_are_refused_when_a_client_ca_is_set() {
+    let ns = TestNamespace::new("pub-client-ca").await;
+    let pki = kruise_e2e::kubeconfig_path()
+        .parent()
+        .expect("state dir")
+        .join("pki");
+    let client_ca = pki.join("webhook-client-ca.crt");
+    assert!(
+        client_ca.exists(),
+        "{} missing: a cluster started before webhook client certificates; run `make down` and start it again",
+        client_ca.display()
+    );
+    let mut settings = RunningController::settings(&ns.name, "");
+    settings.webhook_client_ca = Some(client_ca.display().to_string());
+    let _ctl = RunningController::start_with(pub_ctl::IDENTITY, settings, pub_ctl::run).await;
+    // The apiserver's calls pass: a PUB without a selector is refused by the webhook's
+    // own message, not by a failed call.
+    let probe: PodUnavailableBudget = serde_json::from_value(json!({
+        "apiVersion": "policy.kruise.io/v1alpha1", "kind": "PodUnavailableBudget",
+        "metadata": {"name": "probe"}, "spec": {"maxUnavailable": 1}}))
+    .unwrap();
+    let api: Api<PodUnavailableBudget> = ns.api();
+    wait_for("the apiserver's call handled", MINUTE, || async {
+        match api.create(&PostParams::default(), &probe).await {
+            Err(e) if e.to_string().contains("no selector or targetRef") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    // Where the apiserver calls it: the namespaced instance's configuration.
+    let (ok, out, err) = kruise_e2e::kubectl_async(
+        [
+            "get",
+            "validatingwebhookconfiguration",
+            &format!("kruise-pub-validating-{}", ns.name),
+            "-o",
+            "jsonpath={.webhooks[*].clientConfig.url}",
+        ]
+        .map(String::from)
+        .to_vec(),
+        None,
+    )
+    .await;
+    assert!(ok, "{err}");
+    let url = out
+        .split_whitespace()
+        .find(|u| u.ends_with(pub_ctl::webhook::VALIDATE_PUB_PATH))
+        .unwrap_or_else(|| panic!("no PUB webhook URL in {out:?}"))
+        .to_string();
+    let review = json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "forged", "operation": "CREATE", "namespace": ns.name, "name": "probe",
+            "kind": {"group": "policy.kruise.io", "version": "v1alpha1", "kind": "PodUnavailableBudget"},
+            "resource": {"group": "policy.kruise.io", "version": "v1alpha1", "resource": "podunavailablebudgets"},
+            "userInfo": {"username": "mallory"},
+            "object": serde_json::to_value(&probe).unwrap(),
+        }
+    })
+    .to_string();
+    // curl, as anyone inside the cluster could: no trust in our CA needed (-k).
+    let post = |cert: Option<(&std::path::Path, &std::path::Path)>| {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args([
+            "-sk",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "-H",
+            "content-type: application/json",
+        ])
+        .args(["--data-binary", &review, &url]);
+        if let Some((crt, key)) = cert {
+            cmd.arg("--cert").arg(crt).arg("--key").arg(key);
+        }
+        let out = cmd.output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (code.trim().to_string(), body.to_string())
+    };
+    let (code, body) = post(None);
+    assert_eq!(code, "401", "{body}");
+    assert!(body.contains("KRUISE_WEBHOOK_CLIENT_CA"), "{body}");
+    let (code, body) = post(Some((
+        &pki.join("webhook-client.crt"),
+        &pki.join("webhook-client.key"),
+    )));
+    assert_eq!(code, "200", "{body}");
+    assert!(body.contains("no selector or targetRef"), "{body}");
+}

@@ -446,16 +446,52 @@ pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The CAs of `KRUISE_WEBHOOK_CLIENT_CA` (a PEM file of one or more certificates).
+pub(crate) fn client_roots(path: &str) -> Result<rustls::RootCertStore, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path)
+        .map_err(|e| Error::Settings(format!("KRUISE_WEBHOOK_CLIENT_CA={path}: {e}")))?
+    {
+        let cert =
+            cert.map_err(|e| Error::Settings(format!("KRUISE_WEBHOOK_CLIENT_CA={path}: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| Error::Settings(format!("KRUISE_WEBHOOK_CLIENT_CA={path}: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(Error::Settings(format!(
+            "KRUISE_WEBHOOK_CLIENT_CA={path}: no certificate in the file"
+        )));
+    }
+    Ok(roots)
+}
+
 /// A rustls server configuration serving whatever `resolver` holds, over HTTP/2 or 1.1.
+/// With `client_roots`, a client may present a certificate, which must then chain to one
+/// of them (the handshake fails otherwise); a client without one still connects, and the
+/// routes that need one refuse it (`tls::Peer::certified`).
 pub(crate) fn server_config(
     provider: Arc<CryptoProvider>,
     resolver: Arc<SwapResolver>,
+    client_roots: Option<rustls::RootCertStore>,
 ) -> Result<rustls::ServerConfig, Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| cert_error("TLS versions", e))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| cert_error("TLS versions", e))?;
+    let builder = match client_roots {
+        Some(roots) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| cert_error("client certificate verifier", e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -583,7 +619,7 @@ mod tests {
         let ca = Authority::generate("test", &rotation, 1, now).unwrap();
         let serving = ca.issue(&sans(), &rotation, &provider(), now).unwrap();
         let resolver = Arc::new(SwapResolver::new(serving.certified.clone()));
-        let config = Arc::new(server_config(provider(), resolver).unwrap());
+        let config = Arc::new(server_config(provider(), resolver, None).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {

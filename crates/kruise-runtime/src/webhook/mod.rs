@@ -531,7 +531,16 @@ impl WebhookServer {
             }
         };
         let resolver = Arc::new(SwapResolver::new(serving));
-        let tls_config = certs::server_config(provider.clone(), resolver.clone())?;
+        let client_roots = match settings
+            .webhook_client_ca
+            .as_deref()
+            .filter(|p| !p.is_empty())
+        {
+            Some(path) => Some(certs::client_roots(path)?),
+            None => None,
+        };
+        let client_auth = client_roots.is_some();
+        let tls_config = certs::server_config(provider.clone(), resolver.clone(), client_roots)?;
         let listener = tls::TlsListener::new(tcp, Arc::new(tls_config), runtime.shutdown.clone())
             .map_err(|e| Error::Webhook(format!("webhook listener: {e}")))?;
 
@@ -558,12 +567,15 @@ impl WebhookServer {
             apply_lock: tokio::sync::Mutex::new(()),
         });
 
-        let app = router(routes, &runtime.metrics, &options);
+        let app = router(routes, &runtime.metrics, &options, client_auth);
         let shutdown = runtime.shutdown.clone();
         tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await;
+            let served = axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<tls::Peer>(),
+            )
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
             if let Err(err) = served {
                 tracing::error!(%err, "webhook server stopped");
             }
@@ -708,7 +720,9 @@ impl WebhookServer {
     }
 }
 
-fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
+/// The routes; with `client_auth` (`KRUISE_WEBHOOK_CLIENT_CA` set) the admission routes
+/// refuse a connection without a verified client certificate.
+fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options, client_auth: bool) -> Router {
     let mut app = Router::new();
     for route in routes {
         if let Some(conversion) = route.conversion {
@@ -757,16 +771,58 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options) -> Router {
             timeout: options.handler_timeout,
             metrics: metrics.clone(),
         });
-        app = app.route(
-            route.path,
+        let mut admission =
             post(move |body: Result<Bytes, BytesRejection>| review::handle(ctx.clone(), body))
                 .layer(axum::middleware::from_fn_with_state(
                     deadline,
                     within_deadline,
-                )),
-        );
+                ));
+        if client_auth {
+            let caller = Caller {
+                name: route.name,
+                metrics: metrics.clone(),
+            };
+            admission = admission.layer(axum::middleware::from_fn_with_state(
+                caller,
+                certified_caller,
+            ));
+        }
+        app = app.route(route.path, admission);
     }
     app.layer(DefaultBodyLimit::max(options.body_limit))
+}
+
+/// One admission route's name and metrics, for [`certified_caller`].
+#[derive(Clone)]
+struct Caller {
+    name: &'static str,
+    metrics: Metrics,
+}
+
+/// Lets through only requests whose connection presented a client certificate of
+/// `KRUISE_WEBHOOK_CLIENT_CA`; the others get 401 before their body is read, and
+/// `kruise_webhook_errors_total{kind="unauthenticated"}` counts them.
+async fn certified_caller(
+    axum::extract::State(caller): axum::extract::State<Caller>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<tls::Peer>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if peer.certified {
+        return next.run(request).await;
+    }
+    caller
+        .metrics
+        .webhook_errors
+        .with_label_values(&[caller.name, "unauthenticated"])
+        .inc();
+    tracing::warn!(webhook = caller.name, peer = %peer.addr, "admission request without a client certificate of KRUISE_WEBHOOK_CLIENT_CA: refused");
+    (
+        http::StatusCode::UNAUTHORIZED,
+        "a client certificate signed by KRUISE_WEBHOOK_CLIENT_CA is required",
+    )
+        .into_response()
 }
 
 /// The deadline of one route's requests ([`Options::request_timeout`]).

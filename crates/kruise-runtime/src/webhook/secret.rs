@@ -754,7 +754,7 @@ mod tests {
             .issue(&sans(), &rotation, &provider(), now)
             .unwrap();
         let resolver = Arc::new(SwapResolver::new(issued.certified.clone()));
-        let config = Arc::new(server_config(provider(), resolver).unwrap());
+        let config = Arc::new(server_config(provider(), resolver, None).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {

@@ -72,7 +72,59 @@ fn app(metrics: &Metrics, options: &Options, on_failure: OnFailure, handler: Han
         vec![Route::new("/validate", "test", handler).on_failure(on_failure)],
         metrics,
         options,
+        false,
     )
+}
+
+#[tokio::test]
+async fn with_a_client_ca_an_admission_request_needs_a_certified_connection() {
+    let metrics = Metrics::new();
+    let app = router(
+        vec![Route::new("/validate", "test", pod_policy())],
+        &metrics,
+        &Options::default(),
+        true,
+    );
+    let send = |certified: bool| {
+        let mut request = Request::post("/validate")
+            .header("content-type", "application/json")
+            .body(Body::from(review(
+                "u-c",
+                "CREATE",
+                pod(json!({"deny": "true"})),
+            )))
+            .unwrap();
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(tls::Peer {
+                addr: ([10, 0, 0, 9], 40000).into(),
+                certified,
+            }));
+        app.clone().oneshot(request)
+    };
+    let forged = send(false).await.unwrap();
+    assert_eq!(forged.status(), StatusCode::UNAUTHORIZED);
+    let body = axum::body::to_bytes(forged.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("KRUISE_WEBHOOK_CLIENT_CA"));
+    assert_eq!(
+        metrics
+            .webhook_errors
+            .with_label_values(&["test", "unauthenticated"])
+            .get(),
+        1
+    );
+    // The apiserver's own call: handled (and here denied by the policy, as it should be).
+    let real = send(true).await.unwrap();
+    assert_eq!(real.status(), StatusCode::OK);
+    let body = axum::body::to_bytes(real.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(
+        response_of(&String::from_utf8_lossy(&body))["allowed"],
+        false
+    );
 }
 
 async fn post(app: &Router, body: Vec<u8>) -> (StatusCode, String) {
@@ -279,6 +331,7 @@ async fn oversized_conversion_reviews_get_413_and_slow_ones_408() {
         )],
         &metrics,
         &options,
+        true,
     );
     let big = vec![b' '; 4096];
     let response = app

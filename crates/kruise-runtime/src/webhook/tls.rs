@@ -25,8 +25,23 @@ use tokio_util::sync::CancellationToken;
 /// How long a client has to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The other end of a webhook connection, as handlers see it (`ConnectInfo<Peer>`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer {
+    pub addr: SocketAddr,
+    /// It presented a client certificate that chains to `KRUISE_WEBHOOK_CLIENT_CA` (the
+    /// only certificates the handshake accepts; without that setting none is asked for).
+    pub certified: bool,
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
+        *stream.remote_addr()
+    }
+}
+
 pub(crate) struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, Peer)>,
     local: SocketAddr,
 }
 
@@ -60,7 +75,20 @@ impl TlsListener {
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
+                            let certified = tls
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .is_some_and(|c| !c.is_empty());
+                            let _ = tx
+                                .send((
+                                    tls,
+                                    Peer {
+                                        addr: peer,
+                                        certified,
+                                    },
+                                ))
+                                .await;
                         }
                         // Port scanners, health probes that speak plain TCP, clients that
                         // do not trust our CA: worth a debug line, not a warning each.
@@ -78,7 +106,7 @@ impl TlsListener {
 
 impl Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
+    type Addr = Peer;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.ready.recv().await {
@@ -90,6 +118,9 @@ impl Listener for TlsListener {
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        Ok(Peer {
+            addr: self.local,
+            certified: false,
+        })
     }
 }
