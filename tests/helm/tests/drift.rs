@@ -339,19 +339,24 @@ fn scheduling_values_reach_the_pod_and_a_single_replica_has_no_budget() {
     assert_eq!(pdbs.len(), 16);
 }
 
+/// The container ports of a workload's first container.
+fn container_ports(workload: &Value) -> Vec<i64> {
+    workload
+        .pointer("/spec/template/spec/containers/0/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| p["containerPort"].as_i64().unwrap_or_default())
+        .collect()
+}
+
 #[test]
 fn host_network_gives_every_controller_ports_of_its_own() {
     let c = helm_template(&["manager.hostNetwork=true"]).expect("helm template");
     let mut ports = BTreeSet::new();
     for d in c.iter().filter(|o| o["kind"] == "Deployment") {
         assert_eq!(d["spec"]["template"]["spec"]["hostNetwork"], true);
-        for p in d
-            .pointer("/spec/template/spec/containers/0/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let port = p["containerPort"].as_i64().unwrap_or_default();
+        for port in container_ports(d) {
             assert!(ports.insert(port), "port {port} twice");
         }
     }
@@ -577,13 +582,7 @@ fn network_policies_admit_the_webhook_port_from_the_apiserver_only() {
         .iter()
         .filter(|o| o["kind"] == "Deployment")
     {
-        for p in d
-            .pointer("/spec/template/spec/containers/0/ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let port = p["containerPort"].as_i64().unwrap_or_default();
+        for port in container_ports(d) {
             assert!(
                 port == 9443 || port == 8080,
                 "{}: port {port}",
