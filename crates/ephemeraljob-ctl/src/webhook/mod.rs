@@ -205,11 +205,18 @@ fn container_errors(c: &EphemeralContainer, path: &str) -> Vec<String> {
 }
 
 /// Upstream's `validateFieldAllowList` over `EphemeralContainerCommon`: the fields an
-/// ephemeral container may not set, in the struct's order.
+/// ephemeral container may not set, in the struct's order. A field counts as set when it
+/// is not Go's zero value (`reflect.Value.IsZero`): `resources` is a struct there, not a
+/// pointer, so the `resources: {}` every Go client sends (client-go serializes the empty
+/// struct) is unset, while `resources: {limits: {}}` (a non-nil empty map) is set.
 fn allow_list_errors(c: &EphemeralContainer, path: &str) -> Vec<String> {
+    let resources_set = c
+        .resources
+        .as_ref()
+        .is_some_and(|r| r.limits.is_some() || r.requests.is_some() || r.claims.is_some());
     let set = [
         ("ports", c.ports.is_some()),
-        ("resources", c.resources.is_some()),
+        ("resources", resources_set),
         ("resizePolicy", c.resize_policy.is_some()),
         ("restartPolicy", c.restart_policy.is_some()),
         ("livenessProbe", c.liveness_probe.is_some()),

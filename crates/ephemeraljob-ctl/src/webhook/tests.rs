@@ -95,6 +95,27 @@ fn duplicates_forbidden_fields_and_subpaths() {
     assert!(aggregate(&errors).starts_with("[ephemeralContainers[1].env[0].name"));
 }
 
+/// Go clients (OpenKruise's e2e suite among them) send the zero `resources: {}` with every
+/// ephemeral container: not a set field. A non-empty one is.
+#[test]
+fn empty_resources_are_unset_as_go_zero_values_are() {
+    let mut a = ok_container();
+    a["resources"] = serde_json::json!({});
+    assert_eq!(
+        validate(&job_with(serde_json::json!([a]))),
+        Vec::<String>::new()
+    );
+    let mut b = ok_container();
+    b["resources"] = serde_json::json!({"limits": {}});
+    assert_eq!(
+        validate(&job_with(serde_json::json!([b]))),
+        vec![
+            "ephemeralContainers[0].resources: Forbidden: cannot be set for an Ephemeral Container"
+                .to_string()
+        ]
+    );
+}
+
 #[test]
 fn configuration_names_upstream_webhook() {
     let (validating, mutating) = configurations(None);
