@@ -158,6 +158,16 @@ fn metadata_set(object: &mut Value, key: &str, name: &str, value: &str) {
     meta[key][name] = json!(value);
 }
 
+fn metadata_remove(object: &mut Value, key: &str, name: &str) {
+    if let Some(map) = object
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut(key))
+        .and_then(Value::as_object_mut)
+    {
+        map.remove(name);
+    }
+}
+
 /// Removes `key` from `map` as an object (absent or not an object: empty).
 fn take_object(map: &mut Map<String, Value>, key: &str) -> Map<String, Value> {
     match map.remove(key) {
@@ -304,6 +314,10 @@ pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
         alpha.extend(strategy);
         spec.insert("updateStrategy".into(), Value::Object(alpha));
     }
+    // The v1beta1 fields decide: a label or annotation left on the object from an earlier
+    // v1alpha1 write (v1alpha1 → v1beta1 keeps them, as OpenKruise's conversion does) is
+    // removed when its field is now false or absent, or a v1beta1 client that cleared the
+    // field would see it come back through the next v1alpha1 read-modify-write.
     if exclude {
         metadata_set(
             &mut object,
@@ -311,9 +325,18 @@ pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
             keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
             "true",
         );
+    } else {
+        metadata_remove(
+            &mut object,
+            "labels",
+            keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
+        );
     }
-    for (key, value) in pre_download {
-        metadata_set(&mut object, "annotations", key, &value);
+    for (_, key) in PRE_DOWNLOAD {
+        match pre_download.iter().find(|(k, _)| *k == key) {
+            Some((_, value)) => metadata_set(&mut object, "annotations", key, value),
+            None => metadata_remove(&mut object, "annotations", key),
+        }
     }
     object
 }

@@ -515,11 +515,11 @@ fn convert(crd: &Value, doc: Value, desired: &str) -> Result<Value, String> {
 const KNOWN_ROUND_TRIP_GAPS: &[(&str, &str, &str)] = &[
     // CloneSet v1beta1 → v1alpha1 writes `excludePreparingDelete` and the three
     // `imagePreDownload*` fields as the label/annotations v1alpha1 reads, and v1alpha1 →
-    // v1beta1 sets the fields from them but leaves them on the object: a v1beta1 object
-    // read back carries them too. Nothing is lost, but v1beta1 → v1alpha1 only ever sets
-    // them (never removes one when the field is false or absent), so a v1beta1 client's
-    // read-modify-write that clears one of these fields keeps the label/annotation it read,
-    // and the field comes back (src/conversion.rs, `cloneset_to_v1alpha1`).
+    // v1beta1 sets the fields from them and leaves them on the object, as OpenKruise's
+    // conversion does (v1.9.0 apis/apps/v1alpha1/cloneset_conversion.go): a v1beta1 object
+    // read back carries them too. Nothing is lost, and the fields decide (v1beta1 →
+    // v1alpha1 removes a label/annotation whose field is false or absent), so a cleared
+    // field does not come back (src/conversion/tests.rs).
     (
         "cloneset.v1beta1.json",
         "/metadata/labels/apps.kruise.io~1cloneset-scaling-exclude-preparing-delete",

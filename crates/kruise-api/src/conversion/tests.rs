@@ -46,6 +46,37 @@ fn cloneset_pvc_reuse_is_inverted_and_absent_means_disabled_in_v1beta1() {
     assert_eq!(beta["spec"]["scaleStrategy"]["enablePVCReuse"], true);
 }
 
+/// A v1beta1 client that cleared `excludePreparingDelete` or a pre-download field keeps it
+/// cleared: the label or annotation an earlier v1alpha1 write left on the object does not
+/// bring it back through a v1alpha1 read.
+#[test]
+fn cloneset_v1beta1_fields_decide_over_leftover_labels_and_annotations() {
+    let beta = json!({"apiVersion": V1BETA1, "kind": "CloneSet",
+        "metadata": {"name": "cs",
+            "labels": {"apps.kruise.io/cloneset-scaling-exclude-preparing-delete": "true", "app": "x"},
+            "annotations": {"apps.kruise.io/image-predownload-parallelism": "5", "note": "y"}},
+        "spec": {"scaleStrategy": {"excludePreparingDelete": false},
+                 "updateStrategy": {"type": "RollingUpdate",
+                     "rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadTimeoutSeconds": 30}}}}});
+    let alpha = convert_cloneset(beta, V1ALPHA1).unwrap();
+    assert_eq!(alpha["metadata"]["labels"], json!({"app": "x"}));
+    assert_eq!(
+        alpha["metadata"]["annotations"],
+        json!({"note": "y", "apps.kruise.io/image-predownload-timeout-seconds": "30"})
+    );
+    let back = convert_cloneset(alpha, V1BETA1).unwrap();
+    assert!(
+        back["spec"]["scaleStrategy"]
+            .get("excludePreparingDelete")
+            .is_none()
+    );
+    assert!(
+        back["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"]
+            .get("imagePreDownloadParallelism")
+            .is_none()
+    );
+}
+
 #[test]
 fn cloneset_on_delete_keeps_its_settings_both_ways() {
     let beta = json!({"apiVersion": V1BETA1, "kind": "CloneSet", "metadata": {"name": "cs"},
