@@ -12,7 +12,8 @@
 #   tests/conformance/stand-in-images.sh          (run.sh calls it before a pass on real-0)
 #
 # Each stand-in does what the specs rely on of the real image, with busybox's applets in
-# /bin (`sleep`, `test`, `dd`, `mv`, `hostname`, ... for the specs' exec commands and hooks):
+# /bin (`sleep`, `test`, `dd`, `mv`, `hostname`, ... for the specs' exec commands and hooks,
+# and /bin/bash running busybox's sh):
 #   httpd, nginx   serve their document root over HTTP on port 80 (busybox httpd), with
 #                  the index.html the specs' readiness probes GET and move away and back
 #                  (/usr/local/apache2/htdocs, /usr/share/nginx/html)
@@ -79,6 +80,10 @@ build() { # repo tag kind archive
   for applet in $(/usr/bin/busybox --list); do
     [ "$applet" = busybox ] || ln -sf busybox "$ctx/bin/$applet"
   done
+  # /bin/bash, which the Debian-based real images have and specs call (ContainerPriority's
+  # `/bin/bash -c "read -p wait"` in httpd): busybox's sh, which has no `bash` applet name.
+  printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$ctx/bin/bash"
+  chmod 755 "$ctx/bin/bash"
   case $3 in
     httpd | nginx)
       docroot=/usr/local/apache2/htdocs
@@ -106,10 +111,15 @@ EOF
 }
 
 mkdir -p "$cache"
+# The registry keeps what an earlier version of this script pushed: push again when the
+# stamp it was pushed with differs (the images changed).
+pushed_stamp=$node/stand-in-images.stamp
+fresh=false
+[ "$(cat "$pushed_stamp" 2>/dev/null)" = "$stamp" ] && fresh=true
 for entry in "${images[@]}"; do
   read -r ref kind <<<"$entry"
   repo=${ref%%:*} tag=${ref#*:}
-  has_image "$repo" "$tag" && continue
+  $fresh && has_image "$repo" "$tag" && continue
   archive=$cache/$(echo "$repo" | tr / _)_$tag.tar
   if [ ! -f "$archive" ]; then
     log "building the stand-in for $ref ($kind)"
@@ -122,7 +132,7 @@ done
 for entry in "${aliases[@]}"; do
   read -r ref of <<<"$entry"
   repo=${ref%%:*} tag=${ref#*:}
-  has_image "$repo" "$tag" && continue
+  $fresh && has_image "$repo" "$tag" && continue
   manifest=$(mktemp)
   type=$(curl -sf "${accept[@]}" -D - -o "$manifest" "http://$registry/v2/${of%%:*}/manifests/${of#*:}" |
     tr -d '\r' | sed -n 's/^[Cc]ontent-[Tt]ype: //p')
@@ -130,6 +140,7 @@ for entry in "${aliases[@]}"; do
   rm -f "$manifest"
   log "pushed $registry/$ref (the manifest of $of)"
 done
+echo "$stamp" >"$pushed_stamp"
 
 # containerd (1.6) reads certs.d at every pull: no restart.
 for host in "${mirrored[@]}"; do
