@@ -192,6 +192,15 @@ up() {
   # cluster.sh issued (webhook-client-ca.crt) to every webhook.
   local client_ca=$state/pki/webhook-client-ca.crt
   [ -f "$client_ca" ] || client_ca=
+  # A process left from an earlier run (killed without `down`) still holding a port would
+  # answer the readiness check below for the new one, which exits ("Address already in
+  # use"), and would not re-register its conversion webhooks after install_crds reset them.
+  while read -r c admin webhook; do
+    if curl -s -o /dev/null "http://127.0.0.1:$admin/healthz" 2>/dev/null; then
+      log "port $admin ($c) is held by another process: $(ss -ltnp "sport = :$admin" 2>/dev/null | tail -n +2)"
+      return 1
+    fi
+  done < <(list)
   while read -r c admin webhook; do
     # A serving certificate cluster.sh issued from the cluster CA (imagepulljob-ctl's: the
     # apiserver's authorization webhook trusts that CA); else a generated one.
