@@ -43,7 +43,8 @@ registry=$("$root/tests/cluster/node.sh" env | sed -n 's/^KRUISE_REGISTRY=//p')
 # <repository>:<tag> <kind>: registry.k8s.io/e2e-test-images/... (k8s.io/kubernetes v1.32.10
 # test/utils/image/manifest.go: Httpd, HttpdNew, Nginx, NginxNew, BusyBox, Agnhost, Redis)
 # and docker.io/library/nginx (the CloneSet specs' imageConfig.SetRegistry("docker.io/library")),
-# docker.io/library/busybox (the SidecarSet specs' Deployment: "busybox:latest").
+# docker.io/library/busybox (the SidecarSet specs' Deployment: "busybox:latest"), and
+# docker.io/library/nginx:latest (SidecarTerminator's sidecar, "nginx:latest").
 images=(
   "e2e-test-images/httpd:2.4.38-4 httpd"
   "e2e-test-images/httpd:2.4.39-4 httpd"
@@ -53,6 +54,7 @@ images=(
   "e2e-test-images/agnhost:2.53 pause"
   "e2e-test-images/redis:5.0.5-3 pause"
   "library/nginx:alpine nginx"
+  "library/nginx:latest nginx"
   "library/busybox:latest busybox"
 )
 # <repository>:<tag> served with the manifest of another: same digest, same image ID.

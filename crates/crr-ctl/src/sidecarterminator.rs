@@ -5,7 +5,7 @@
 //! stopped through a ContainerRecreateRequest (`sidecar-termination-<pod uid>`, owned by the
 //! Pod, `forceRecreate`, failure policy Ignore) that the node agent carries out; with
 //! `restartPolicy` Never/OnFailure the kubelet does not start them again, so the Pod ends.
-//! A sidecar that also has `KRUISE_IGNORE_CONTAINER_EXIT_CODE=true` does not decide the
+//! A sidecar that also has `KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE=true` does not decide the
 //! Pod's phase: once the other sidecars have ended, the Pod is marked Succeeded (or Failed,
 //! from its main containers) with the condition `SidecarTerminated`, then that sidecar is
 //! stopped too.
@@ -36,7 +36,7 @@ use crate::error::Result;
 /// The env vars SidecarTerminator reads: the only ones the Pod cache keeps.
 pub const ENV: [&str; 3] = [
     keys::KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT,
-    keys::KRUISE_IGNORE_CONTAINER_EXIT_CODE,
+    keys::KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE,
     keys::KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE,
 ];
 
@@ -68,7 +68,7 @@ fn terminated_on_exit(c: &Container) -> bool {
 
 fn exit_code_ignored(c: &Container) -> bool {
     terminated_on_exit(c)
-        && env_is(c, keys::KRUISE_IGNORE_CONTAINER_EXIT_CODE, |v| {
+        && env_is(c, keys::KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE, |v| {
             v.eq_ignore_ascii_case("true")
         })
 }
@@ -334,7 +334,7 @@ mod tests {
     }
 
     const TERMINATE: (&str, &str) = (keys::KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT, "true");
-    const IGNORE: (&str, &str) = (keys::KRUISE_IGNORE_CONTAINER_EXIT_CODE, "true");
+    const IGNORE: (&str, &str) = (keys::KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE, "true");
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| n.to_string()).collect()

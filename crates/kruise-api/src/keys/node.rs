@@ -71,7 +71,9 @@ pub const FEATURE_IMAGE_PULL_JOB_GATE: &str = "ImagePullJobGate";
 pub const KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT: &str = "KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT";
 /// Container env (SidecarTerminator): `"true"` on such a sidecar: its exit code does not
 /// decide the Pod's phase (the Pod is marked Succeeded or Failed from its main containers).
-pub const KRUISE_IGNORE_CONTAINER_EXIT_CODE: &str = "KRUISE_IGNORE_CONTAINER_EXIT_CODE";
+/// OpenKruise v1.9.0 apis/apps/v1alpha1/well_known_labels.go `KruiseIgnoreContainerExitCodeEnv`.
+pub const KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE: &str =
+    "KRUISE_TERMINATE_SIDECAR_IGNORE_EXIT_CODE";
 /// Container env (SidecarTerminator, virtual-kubelet nodes): an image the sidecar is
 /// updated to in place instead of being killed.
 pub const KRUISE_TERMINATE_SIDECAR_WHEN_JOB_EXIT_WITH_IMAGE: &str =
