@@ -253,12 +253,13 @@ spec:
     for crd in kruise_api::all_crds() {
         let name = crd.metadata.name.clone().unwrap();
         let live = get_json(&["crd", &names[&name]]);
-        let upstream_versions: Vec<&str> = upstream_crds
+        let upstream_crd_versions = upstream_crds
             .iter()
             .find(|c| c["metadata"]["name"] == names[&name].as_str())
             .unwrap()["spec"]["versions"]
             .as_array()
-            .unwrap()
+            .unwrap();
+        let upstream_versions: Vec<&str> = upstream_crd_versions
             .iter()
             .map(|v| v["name"].as_str().unwrap())
             .collect();
@@ -289,12 +290,7 @@ spec:
         }
         // Upstream's storage version stays recorded (v1beta1 for the kinds that have it; the
         // v1alpha1-only kinds of 1.9, EphemeralJob and the probe kinds, store v1alpha1).
-        let upstream_storage = upstream_crds
-            .iter()
-            .find(|c| c["metadata"]["name"] == names[&name].as_str())
-            .unwrap()["spec"]["versions"]
-            .as_array()
-            .unwrap()
+        let upstream_storage = upstream_crd_versions
             .iter()
             .find(|v| v["storage"] == json!(true))
             .map(|v| v["name"].clone())
