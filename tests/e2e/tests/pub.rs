@@ -1273,7 +1273,7 @@ async fn forged_admission_reviews_are_refused_when_a_client_ca_is_set() {
     let post = |cert: Option<(&std::path::Path, &std::path::Path)>| {
         let mut cmd = std::process::Command::new("curl");
         cmd.args([
-            "-sk",
+            "-sSk",
             "-o",
             "-",
             "-w",
@@ -1288,7 +1288,9 @@ async fn forged_admission_reviews_are_refused_when_a_client_ca_is_set() {
         let out = cmd.output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
-        (code.trim().to_string(), body.to_string())
+        // curl's own error (a reset, a refused TLS handshake) when there was no response.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        (code.trim().to_string(), format!("{body}{stderr}"))
     };
     let (code, body) = post(None);
     assert_eq!(code, "401", "{body}");

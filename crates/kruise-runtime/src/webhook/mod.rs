@@ -781,6 +781,8 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options, client_auth:
             let caller = Caller {
                 name: route.name,
                 metrics: metrics.clone(),
+                body_limit: options.body_limit,
+                read_timeout: options.request_timeout,
             };
             admission = admission.layer(axum::middleware::from_fn_with_state(
                 caller,
@@ -797,6 +799,8 @@ fn router(routes: Vec<Route>, metrics: &Metrics, options: &Options, client_auth:
 struct Caller {
     name: &'static str,
     metrics: Metrics,
+    body_limit: usize,
+    read_timeout: Duration,
 }
 
 /// Lets through only requests whose connection presented a client certificate of
@@ -818,6 +822,14 @@ async fn certified_caller(
         .with_label_values(&[caller.name, "unauthenticated"])
         .inc();
     tracing::warn!(webhook = caller.name, peer = %peer.addr, "admission request without a client certificate of KRUISE_WEBHOOK_CLIENT_CA: refused");
+    // The body is read (and dropped) before the refusal: a connection closed with unread
+    // data in its socket is reset by the kernel, and the client would then see a reset
+    // instead of this 401. Bounded like any request: the body limit and the deadline.
+    let _ = tokio::time::timeout(
+        caller.read_timeout,
+        axum::body::to_bytes(request.into_body(), caller.body_limit),
+    )
+    .await;
     (
         http::StatusCode::UNAUTHORIZED,
         "a client certificate signed by KRUISE_WEBHOOK_CLIENT_CA is required",
