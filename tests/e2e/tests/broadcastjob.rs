@@ -296,8 +296,9 @@ async fn broadcastjob_active_deadline_fails_and_deletes_running_pods() {
     let ns = TestNamespace::new("bcj-deadline").await;
     let _ctl = controller(&ns).await;
     let n = i32::try_from(eligible_kwok_nodes(&ns.client).await.len()).unwrap();
+    // Long enough for every Pod to be seen Running first on a loaded machine.
     let extra = Extra {
-        spec: "completionPolicy:\n  type: Always\n  activeDeadlineSeconds: 5",
+        spec: "completionPolicy:\n  type: Always\n  activeDeadlineSeconds: 15",
         script: "e2e.kruise.io/run-for: 1h",
         ..Default::default()
     };

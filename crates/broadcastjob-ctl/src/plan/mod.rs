@@ -57,6 +57,8 @@ pub struct Counts {
     pub active: i32,
     pub succeeded: i32,
     pub failed: i32,
+    /// Pods being deleted: not counted in the status, except when the Job fails.
+    pub terminating: i32,
 }
 
 /// Summed restarts of a Pod's containers and init containers.
@@ -218,7 +220,7 @@ pub fn plan<'a>(world: &World<'a>, ids: &mut impl Iterator<Item = String>) -> Ou
             }
             PodState::Succeeded => counts.succeeded += 1,
             PodState::Failed => counts.failed += 1,
-            PodState::Terminating => {}
+            PodState::Terminating => counts.terminating += 1,
         }
     }
     status.desired = i32::try_from(desired.len()).unwrap_or(i32::MAX);
@@ -282,6 +284,10 @@ pub fn plan<'a>(world: &World<'a>, ids: &mut impl Iterator<Item = String>) -> Ou
         ));
     }
     if let Some((reason, message)) = failure {
+        // Pods already being deleted were deleted by an earlier pass that failed the Job,
+        // whose status write this (stale) Job has not seen yet: they are failed Pods, and
+        // leaving them out would overwrite that write with `failed: 0`.
+        status.failed += counts.terminating;
         for pod in active_pods {
             out.plan.actions.push(Action::Delete { pod, pvcs: vec![] });
             status.failed += 1;

@@ -406,6 +406,36 @@ fn the_deadline_counts_from_start_time_and_fails_the_job() {
 }
 
 #[test]
+fn pods_deleted_for_the_deadline_stay_failed_when_seen_terminating() {
+    let mut j = job(|s| {
+        s.completion_policy = CompletionPolicy {
+            type_: Some(CompletionPolicyType::Always),
+            active_deadline_seconds: Some(10),
+            ..Default::default()
+        }
+    });
+    let (a, b) = (node("a"), node("b"));
+    let start = now();
+    j.status = Some(BroadcastJobStatus {
+        start_time: Some(Time(start)),
+        phase: Some(BroadcastJobPhase::Running),
+        ..Default::default()
+    });
+    // The pass that failed the Job deleted both Pods; this one sees the deletions but
+    // still the Running Job.
+    let mut pa = pod(&j, "a", "Running");
+    let mut pb = pod(&j, "b", "Running");
+    for p in [&mut pa, &mut pb] {
+        p.metadata.deletion_timestamp = Some(Time(start));
+    }
+    let out = run(&j, &[&pa, &pb], &[&a, &b], start + SignedDuration::from_secs(11));
+    assert!(deleted(&out).is_empty());
+    let s = status(&out);
+    assert_eq!(s.phase, Some(BroadcastJobPhase::Failed));
+    assert_eq!((s.active, s.failed), (0, 2));
+}
+
+#[test]
 fn a_finished_job_is_deleted_after_its_ttl() {
     let mut j = job(|s| {
         s.completion_policy = CompletionPolicy {
