@@ -138,12 +138,17 @@ async fn pod(ns: &TestNamespace, name: &str) -> Pod {
     ns.api::<Pod>().get(name).await.expect("get pod")
 }
 
-fn container_status(pod: &Pod) -> ContainerStatus {
+/// The first container's status, if the kubelet has reported one yet.
+fn first_container_status(pod: &Pod) -> Option<ContainerStatus> {
     pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|c| c.first())
         .cloned()
+}
+
+fn container_status(pod: &Pod) -> ContainerStatus {
+    first_container_status(pod)
         .unwrap_or_else(|| panic!("{} has no container status", pod.name_any()))
 }
 
@@ -821,15 +826,17 @@ async fn real_node_cloneset_resize_is_actuated_by_the_kubelet() {
             .find(|p| p.metadata.deletion_timestamp.is_none())
     };
     let actual_cpu = |p: &Pod| {
-        container_status(p)
+        first_container_status(p)?
             .resources
             .and_then(|r| r.requests)
             .and_then(|r| r.get("cpu").map(|q| q.0.clone()))
     };
     let before = wait_for("the Pod Running and Ready on real-0", MINUTE, || async {
         match the_pod().await {
-            Some(p) if is_ready(&p) && running(&container_status(&p)) => Ok(p),
-            other => Err(format!("{:?}", other.map(|p| container_status(&p)))),
+            Some(p) if is_ready(&p) && first_container_status(&p).is_some_and(|s| running(&s)) => {
+                Ok(p)
+            }
+            other => Err(format!("{:?}", other.map(|p| first_container_status(&p)))),
         }
     })
     .await;
@@ -853,7 +860,10 @@ async fn real_node_cloneset_resize_is_actuated_by_the_kubelet() {
             Some(p) if actual_cpu(&p).as_deref() == Some("75m") && is_ready(&p) => Ok(p),
             other => Err(format!(
                 "{:?}",
-                other.map(|p| (container_status(&p), p.status.and_then(|s| s.conditions)))
+                other.map(|p| (
+                    first_container_status(&p),
+                    p.status.and_then(|s| s.conditions)
+                ))
             )),
         }
     })

@@ -428,7 +428,12 @@ fn pods_deleted_for_the_deadline_stay_failed_when_seen_terminating() {
     for p in [&mut pa, &mut pb] {
         p.metadata.deletion_timestamp = Some(Time(start));
     }
-    let out = run(&j, &[&pa, &pb], &[&a, &b], start + SignedDuration::from_secs(11));
+    let out = run(
+        &j,
+        &[&pa, &pb],
+        &[&a, &b],
+        start + SignedDuration::from_secs(11),
+    );
     assert!(deleted(&out).is_empty());
     let s = status(&out);
     assert_eq!(s.phase, Some(BroadcastJobPhase::Failed));
