@@ -353,7 +353,12 @@ pub fn start_update(
     // `defaultCheckPodNeedsBeUnready`).
     let takes_out_of_service = !spec.vertical_update_only()
         || crate::resources::restarts_a_container(pod, &spec.container_resources);
+    // Already False for this start (a retry after a refused Pod patch): no second write.
+    let already_out = condition(pod, keys::INPLACE_UPDATE_READY).is_some_and(|c| {
+        c.status == "False" && c.reason.as_deref() == Some(keys::REASON_START_INPLACE_UPDATE)
+    });
     let status_patch = (takes_out_of_service
+        && !already_out
         && has_readiness_gate(pod, keys::INPLACE_UPDATE_READY))
     .then(|| condition_patch("False", Some(keys::REASON_START_INPLACE_UPDATE), now));
 
@@ -875,6 +880,21 @@ mod tests {
         assert!(condition.as_object().unwrap().contains_key("reason"));
         assert!(condition.as_object().unwrap().contains_key("message"));
         assert!(r.writes.pod_patch.is_none());
+    }
+
+    /// A start retried after its Pod patch was refused does not write the condition again.
+    #[test]
+    fn a_retried_start_does_not_rewrite_the_false_condition() {
+        let mut p = pod(&[("nginx", "nginx:alpine")]);
+        let spec = spec(&[("nginx", "nginx:1.7.9")], 0);
+        let w = start_update(&p, &spec, &BTreeMap::new(), &BTreeMap::new(), t(0));
+        assert!(w.status_patch.is_some());
+        let c = &mut p.status.as_mut().unwrap().conditions.as_mut().unwrap()[0];
+        c.status = "False".into();
+        c.reason = Some(keys::REASON_START_INPLACE_UPDATE.into());
+        let w = start_update(&p, &spec, &BTreeMap::new(), &BTreeMap::new(), t(1));
+        assert!(w.status_patch.is_none());
+        assert!(w.pod_patch.is_some(), "the Pod patch is tried again");
     }
 
     /// A True that kept the start's reason (written before the fix) is rewritten once;
