@@ -20,6 +20,11 @@
 #   busybox        `sh` as the command, which exits at once without a terminal, as the
 #                  real image does (a spec makes a container crash with it)
 #   agnhost, redis keep running until TERM (agnhost's default `pause`; nothing talks to redis)
+#   probe          PodProbeMarker's openkruise/minecraft-demo:probe-v0: keeps running, with
+#                  the /probe.sh its spec execs (`bash ./probe.sh`) answering as the game
+#                  server's does while it starts: the first call fails, the second prints
+#                  "data", every later one "gate" (podprobemarker.go waits for the three in
+#                  turn)
 # A label with its name and tag gives each its own image ID, except nginx:mainline-alpine,
 # which is nginx:alpine's manifest under a second tag, as Docker Hub serves both tags with
 # one digest ("in-place update images with the same imageID").
@@ -43,8 +48,10 @@ registry=$("$root/tests/cluster/node.sh" env | sed -n 's/^KRUISE_REGISTRY=//p')
 # <repository>:<tag> <kind>: registry.k8s.io/e2e-test-images/... (k8s.io/kubernetes v1.32.10
 # test/utils/image/manifest.go: Httpd, HttpdNew, Nginx, NginxNew, BusyBox, Agnhost, Redis)
 # and docker.io/library/nginx (the CloneSet specs' imageConfig.SetRegistry("docker.io/library")),
-# docker.io/library/busybox (the SidecarSet specs' Deployment: "busybox:latest"), and
-# docker.io/library/nginx:latest (SidecarTerminator's sidecar, "nginx:latest").
+# docker.io/library/busybox (the SidecarSet specs' Deployment: "busybox:latest"),
+# docker.io/library/nginx:latest (SidecarTerminator's sidecar, "nginx:latest"), and
+# PodProbeMarker's nginx:1.15.1, centos:7 (`sleep 999d`) and openkruise/minecraft-demo:probe-v0
+# (test/e2e/framework/v1alpha1/pod_probe_marker_util.go).
 images=(
   "e2e-test-images/httpd:2.4.38-4 httpd"
   "e2e-test-images/httpd:2.4.39-4 httpd"
@@ -56,6 +63,9 @@ images=(
   "library/nginx:alpine nginx"
   "library/nginx:latest nginx"
   "library/busybox:latest busybox"
+  "library/nginx:1.15.1 nginx"
+  "library/centos:7 pause"
+  "openkruise/minecraft-demo:probe-v0 probe"
 )
 # <repository>:<tag> served with the manifest of another: same digest, same image ID.
 aliases=(
@@ -96,6 +106,21 @@ build() { # repo tag kind archive
       ;;
     busybox) cmd='["sh"]' ;;
     pause) cmd="[\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 2147483647 & wait\"]" ;;
+    probe)
+      cat >"$ctx/root/probe.sh" <<'PROBE'
+#!/bin/sh
+# The stand-in's probe: fails once, then says "data" once, then "gate".
+n=$(($(cat /tmp/probe-calls 2>/dev/null || echo 0) + 1))
+echo "$n" >/tmp/probe-calls
+case $n in
+  1) echo "starting"; exit 1 ;;
+  2) echo "data" ;;
+  *) echo "gate" ;;
+esac
+PROBE
+      chmod 755 "$ctx/root/probe.sh"
+      cmd="[\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 2147483647 & wait\"]"
+      ;;
     *) log "unknown kind $3"; exit 1 ;;
   esac
   cat >"$ctx/Containerfile" <<EOF
@@ -103,6 +128,7 @@ FROM scratch
 COPY bin /bin
 COPY root /
 ENV PATH=/bin
+WORKDIR /
 LABEL org.opencontainers.image.ref.name="$1:$2" io.kruise-rs.stand-in="busybox $3"
 CMD $cmd
 EOF
