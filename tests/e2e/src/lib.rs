@@ -720,3 +720,27 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<(u16, St
         .ok_or_else(|| format!("no status line: {head}"))?;
     Ok((code, body.to_string()))
 }
+
+/// Runs `kubectl kruise <args>` (the kubectl-kruise crate's entry point, in this process)
+/// against the local cluster in `namespace`: what it printed, or its error as the binary
+/// prints it (`error: …` or `Error from server (…): …`, exit 1).
+pub async fn kubectl_kruise(namespace: &str, args: &[&str]) -> Result<String, String> {
+    use clap::Parser;
+    let kubeconfig = kubeconfig_path();
+    let mut argv = vec![
+        "kubectl-kruise".to_string(),
+        "--kubeconfig".to_string(),
+        kubeconfig.display().to_string(),
+        "-n".to_string(),
+        namespace.to_string(),
+    ];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let cli = kubectl_kruise::Cli::try_parse_from(&argv).map_err(|e| format!("usage: {e}"))?;
+    let mut out = Vec::new();
+    let result = kubectl_kruise::run(cli, &mut out).await;
+    let printed = String::from_utf8_lossy(&out).into_owned();
+    match result {
+        Ok(()) => Ok(printed),
+        Err(e) => Err(format!("{printed}{}", e.kubectl_line())),
+    }
+}

@@ -633,6 +633,62 @@ spec:
         out
     }
 
+    /// `kubectl kruise create crr --wait`: the request is created with kruise-tools'
+    /// defaults and the command returns once the container is running again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn real_node_kubectl_kruise_create_crr_waits_for_the_recreation() {
+        let Some((registry, socket)) = real_node().await else {
+            return;
+        };
+        let ns = TestNamespace::new("crr-cli").await;
+        let (_manager, _agent) = start(&ns, &socket).await;
+        let image = format!("{registry}/kruise-rs/busybox:1");
+        let before = running_pod(&ns, "cli-pod", &image, false).await;
+        let out = kruise_e2e::kubectl_kruise(
+            &ns.name,
+            &[
+                "create",
+                "crr",
+                "again",
+                "--pod=cli-pod",
+                "--containers=app",
+                "-u",
+                "0",
+                "--wait",
+                "--timeout=2m",
+            ],
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            out,
+            "containerrecreaterequest.apps.kruise.io/again created\ncontainerrecreaterequest.apps.kruise.io/again completed: recreated app\n"
+        );
+        let after = pod(&ns, "cli-pod").await;
+        assert_eq!(after.metadata.uid, before.metadata.uid);
+        assert_eq!(status_of(&after, "app").restart_count, 1);
+        assert_eq!(status_of(&after, "sidecar").restart_count, 0);
+        let crr = get_crr(&ns, "again").await;
+        assert_eq!(crr.spec.ttl_seconds_after_finished, Some(1800));
+        assert_eq!(crr.spec.active_deadline_seconds, Some(300));
+        let err = kruise_e2e::kubectl_kruise(
+            &ns.name,
+            &[
+                "create",
+                "crr",
+                "typo",
+                "--pod=cli-pod",
+                "--containers=nope",
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.ends_with("pod \"cli-pod\" has no container \"nope\" (it has: app, sidecar)"),
+            "{err}"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
     async fn real_node_crr_recreates_one_container_in_place() {
         let Some((registry, socket)) = real_node().await else {

@@ -6,6 +6,7 @@
 mod agentauthz;
 mod bench;
 mod broadcastjob;
+mod cli;
 mod cloneset;
 mod conversion;
 mod cronjob;

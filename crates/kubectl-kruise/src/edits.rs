@@ -1,0 +1,450 @@
+//! The changes the mutating commands make, as patches computed from the object read: pure,
+//! so each is tested here and the commands only send them.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::target::{Kind, Target};
+
+/// Where a kind keeps its "paused" switch.
+fn pause_field(kind: Kind) -> Option<&'static str> {
+    match kind {
+        Kind::CloneSet => Some("/spec/updateStrategy/paused"),
+        Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet => {
+            Some("/spec/updateStrategy/rollingUpdate/paused")
+        }
+        Kind::AdvancedCronJob | Kind::BroadcastJob | Kind::Deployment => Some("/spec/paused"),
+        Kind::UnitedDeployment => None,
+    }
+}
+
+/// The merge patch that sets the field at `pointer` to `value`.
+fn merge_at(pointer: &str, value: Value) -> Value {
+    pointer
+        .rsplit('/')
+        .filter(|k| !k.is_empty())
+        .fold(value, |inner, key| json!({ key: inner }))
+}
+
+/// `rollout pause` (`paused = true`) and `rollout resume`: the merge patch, or why not.
+pub fn pause_patch(target: &Target, obj: &Value, paused: bool) -> Result<Value> {
+    let Some(pointer) = pause_field(target.kind) else {
+        return Err(Error::Unsupported {
+            kind: target.kind.resource(),
+            name: target.name.clone(),
+            what: if paused {
+                "pausing is not supported".into()
+            } else {
+                "resuming is not supported".into()
+            },
+        });
+    };
+    let now = obj
+        .pointer(pointer)
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if now == paused {
+        return Err(Error::Refused(format!(
+            "{} {:?} is {}",
+            target.kind.resource(),
+            target.name,
+            if paused {
+                "already paused"
+            } else {
+                "not paused"
+            }
+        )));
+    }
+    Ok(merge_at(pointer, json!(paused)))
+}
+
+/// kubectl's restart annotation on the Pod template.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+
+/// `rollout restart`: a new template annotation, hence a new revision whose Pods are
+/// recreated (or, on CloneSet, Advanced StatefulSet and Advanced DaemonSet with an in-place
+/// strategy, updated in place: only metadata changes).
+pub fn restart_patch(target: &Target, now: &str) -> Result<Value> {
+    let template_at = match target.kind {
+        Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet | Kind::Deployment => {
+            json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}})
+        }
+        Kind::UnitedDeployment | Kind::AdvancedCronJob | Kind::BroadcastJob => {
+            return Err(Error::Unsupported {
+                kind: target.kind.resource(),
+                name: target.name.clone(),
+                what: "restarting is not supported".into(),
+            });
+        }
+    };
+    Ok(template_at)
+}
+
+/// `set image`: `container=image` pairs (`*` for every container), as a JSON patch that
+/// replaces each image and first tests the container's name (a concurrent reorder fails
+/// the patch instead of changing the wrong container). Init containers count too.
+pub fn set_image_patch(target: &Target, obj: &Value, images: &[(String, String)]) -> Result<Value> {
+    let base = match target.kind {
+        Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet | Kind::Deployment => {
+            "/spec/template/spec"
+        }
+        Kind::BroadcastJob => "/spec/template/spec",
+        Kind::AdvancedCronJob => "/spec/template/broadcastJobTemplate/spec/template/spec",
+        Kind::UnitedDeployment => {
+            return Err(Error::Unsupported {
+                kind: target.kind.resource(),
+                name: target.name.clone(),
+                what: "set image is not supported (its subsets' templates differ by kind)".into(),
+            });
+        }
+    };
+    let mut ops = Vec::new();
+    let mut matched = vec![false; images.len()];
+    for list in ["initContainers", "containers"] {
+        let path = format!("{base}/{list}");
+        let containers = obj
+            .pointer(&path)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (i, c) in containers.iter().enumerate() {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            let current = c.get("image").and_then(Value::as_str).unwrap_or_default();
+            let wanted = images
+                .iter()
+                .enumerate()
+                .find(|(_, (n, _))| n == name)
+                .or_else(|| images.iter().enumerate().find(|(_, (n, _))| n == "*"));
+            let Some((j, (_, image))) = wanted else {
+                continue;
+            };
+            matched[j] = true;
+            if current == image {
+                continue;
+            }
+            ops.push(json!({"op": "test", "path": format!("{path}/{i}/name"), "value": name}));
+            ops.push(json!({"op": "replace", "path": format!("{path}/{i}/image"), "value": image}));
+        }
+    }
+    if let Some((name, _)) = images
+        .iter()
+        .zip(&matched)
+        .find(|(_, m)| !**m)
+        .map(|(pair, _)| pair)
+    {
+        return Err(Error::Refused(format!(
+            "unable to find container named {name:?}"
+        )));
+    }
+    Ok(Value::Array(ops))
+}
+
+/// `NAME=IMAGE` arguments.
+pub fn parse_images(args: &[String]) -> Result<Vec<(String, String)>> {
+    if args.is_empty() {
+        return Err(Error::Usage(
+            "at least one image update is required: CONTAINER=IMAGE".into(),
+        ));
+    }
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((c, i)) if !c.is_empty() && !i.is_empty() => Ok((c.to_string(), i.to_string())),
+            _ => Err(Error::Usage(format!("{a:?} is not CONTAINER=IMAGE"))),
+        })
+        .collect()
+}
+
+/// `scale --replicas` (and, for a CloneSet, the Pods to remove first: its
+/// `scaleStrategy.podsToDelete`, kept with those already listed).
+pub fn scale_patch(target: &Target, obj: &Value, replicas: i64, pods: &[String]) -> Result<Value> {
+    let supported = matches!(
+        target.kind,
+        Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::UnitedDeployment | Kind::Deployment
+    );
+    if !supported {
+        return Err(Error::Unsupported {
+            kind: target.kind.resource(),
+            name: target.name.clone(),
+            what: "can not be scaled (it has no replicas)".into(),
+        });
+    }
+    if replicas < 0 {
+        return Err(Error::Usage("--replicas=COUNT must be 0 or more".into()));
+    }
+    let mut patch = json!({"spec": {"replicas": replicas}});
+    if !pods.is_empty() {
+        if target.kind != Kind::CloneSet {
+            return Err(Error::Unsupported {
+                kind: target.kind.resource(),
+                name: target.name.clone(),
+                what: "has no podsToDelete: --pods is for CloneSet".into(),
+            });
+        }
+        let mut listed: Vec<String> = obj
+            .pointer("/spec/scaleStrategy/podsToDelete")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        for pod in pods {
+            if !listed.contains(pod) {
+                listed.push(pod.clone());
+            }
+        }
+        patch["spec"]["scaleStrategy"] = json!({"podsToDelete": listed});
+    }
+    Ok(patch)
+}
+
+/// The Pods a CloneSet has that `scaledown --pods` may name: they must be its own.
+pub fn check_pods_owned(
+    target: &Target,
+    uid: &str,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+    wanted: &[String],
+) -> Result<()> {
+    for name in wanted {
+        let owned = pods.iter().any(|p| {
+            p.metadata.name.as_deref() == Some(name.as_str())
+                && p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid && o.controller == Some(true))
+        });
+        if !owned {
+            return Err(Error::Refused(format!(
+                "pod {name:?} is not a Pod of {}",
+                target.reference()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The ContainerRecreateRequest `create containerrecreaterequest` makes, with kruise-tools'
+/// defaults (failurePolicy Fail, unreadyGracePeriodSeconds 3, activeDeadlineSeconds 300,
+/// ttlSecondsAfterFinished 1800). No containers: all of the Pod's.
+pub struct CrrOptions<'a> {
+    pub name: &'a str,
+    pub pod: &'a Value,
+    pub containers: &'a [String],
+    pub unready_grace_period_seconds: i64,
+    pub termination_grace_period_seconds: Option<i64>,
+    pub min_started_seconds: i64,
+}
+
+pub fn container_recreate_request(o: &CrrOptions<'_>) -> Result<Value> {
+    let pod_name = o
+        .pod
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let in_pod: Vec<&str> = o
+        .pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .collect();
+    let names: Vec<&str> = if o.containers.is_empty() {
+        in_pod.clone()
+    } else {
+        o.containers.iter().map(String::as_str).collect()
+    };
+    if let Some(missing) = names.iter().find(|n| !in_pod.contains(n)) {
+        return Err(Error::Refused(format!(
+            "pod {pod_name:?} has no container {missing:?} (it has: {})",
+            in_pod.join(", ")
+        )));
+    }
+    let mut strategy = json!({
+        "failurePolicy": "Fail",
+        "orderedRecreate": false,
+        "unreadyGracePeriodSeconds": o.unready_grace_period_seconds,
+        "minStartedSeconds": o.min_started_seconds,
+    });
+    if let Some(t) = o.termination_grace_period_seconds {
+        strategy["terminationGracePeriodSeconds"] = json!(t);
+    }
+    Ok(json!({
+        "apiVersion": "apps.kruise.io/v1alpha1",
+        "kind": "ContainerRecreateRequest",
+        "metadata": {"name": o.name},
+        "spec": {
+            "podName": pod_name,
+            "containers": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+            "strategy": strategy,
+            "activeDeadlineSeconds": 300,
+            "ttlSecondsAfterFinished": 1800,
+        }
+    }))
+}
+
+/// A finished ContainerRecreateRequest's outcome: `Ok(summary)` when every container was
+/// recreated, else the failures.
+pub fn crr_outcome(crr: &Value) -> Option<Result<String>> {
+    let phase = crr.pointer("/status/phase").and_then(Value::as_str)?;
+    if phase != "Completed" {
+        return None;
+    }
+    let states: Vec<(String, String, String)> = crr
+        .pointer("/status/containerRecreateStates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let field = |k: &str| {
+                s.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (field("name"), field("phase"), field("message"))
+        })
+        .collect();
+    let failed: Vec<String> = states
+        .iter()
+        .filter(|(_, phase, _)| phase != "Succeeded")
+        .map(|(name, phase, message)| format!("{name}: {phase} {message}").trim().to_string())
+        .collect();
+    if failed.is_empty() {
+        Some(Ok(states
+            .iter()
+            .map(|(n, _, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")))
+    } else {
+        let message = crr
+            .pointer("/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Some(Err(Error::Failed(format!(
+            "containers not recreated: {}{}",
+            failed.join("; "),
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(" ({message})")
+            }
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(kind: Kind) -> Target {
+        Target {
+            kind,
+            name: "a".into(),
+        }
+    }
+
+    #[test]
+    fn pause_and_resume_say_when_there_is_nothing_to_do() {
+        let t = target(Kind::CloneSet);
+        let running = json!({"spec": {"updateStrategy": {}}});
+        assert_eq!(
+            pause_patch(&t, &running, true).unwrap(),
+            json!({"spec": {"updateStrategy": {"paused": true}}})
+        );
+        let err = pause_patch(&t, &running, false).unwrap_err().to_string();
+        assert_eq!(err, "clonesets.apps.kruise.io \"a\" is not paused");
+        let paused = json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": true}}}});
+        let t = target(Kind::AdvancedStatefulSet);
+        assert!(pause_patch(&t, &paused, true).is_err());
+        assert_eq!(
+            pause_patch(&t, &paused, false).unwrap(),
+            json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": false}}}})
+        );
+        assert!(pause_patch(&target(Kind::UnitedDeployment), &paused, true).is_err());
+    }
+
+    #[test]
+    fn set_image_patches_named_containers_only() {
+        let obj = json!({"spec": {"template": {"spec": {
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "nginx:1"}, {"name": "b", "image": "redis"}]}}}});
+        let t = target(Kind::CloneSet);
+        let images = parse_images(&["a=nginx:2".into(), "init=busybox:2".into()]).unwrap();
+        let patch = set_image_patch(&t, &obj, &images).unwrap();
+        let mut applied = obj.clone();
+        let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut applied, &patch).unwrap();
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["containers"][0]["image"],
+            "nginx:2"
+        );
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["containers"][1]["image"],
+            "redis"
+        );
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["initContainers"][0]["image"],
+            "busybox:2"
+        );
+        let all = set_image_patch(&t, &obj, &[("*".into(), "x".into())]).unwrap();
+        assert_eq!(all.as_array().unwrap().len(), 6);
+        assert!(set_image_patch(&t, &obj, &[("c".into(), "x".into())]).is_err());
+        assert_eq!(
+            set_image_patch(&t, &obj, &[("b".into(), "redis".into())]).unwrap(),
+            json!([])
+        );
+        assert!(parse_images(&["a".into()]).is_err());
+        assert!(parse_images(&[]).is_err());
+    }
+
+    #[test]
+    fn scale_keeps_pods_already_listed() {
+        let obj = json!({"spec": {"scaleStrategy": {"podsToDelete": ["p1"]}}});
+        let t = target(Kind::CloneSet);
+        let patch = scale_patch(&t, &obj, 2, &["p2".into(), "p1".into()]).unwrap();
+        assert_eq!(
+            patch,
+            json!({"spec": {"replicas": 2, "scaleStrategy": {"podsToDelete": ["p1", "p2"]}}})
+        );
+        assert!(scale_patch(&target(Kind::AdvancedDaemonSet), &obj, 2, &[]).is_err());
+        assert!(scale_patch(&target(Kind::AdvancedStatefulSet), &obj, 2, &["p".into()]).is_err());
+        assert!(scale_patch(&t, &obj, -1, &[]).is_err());
+    }
+
+    #[test]
+    fn a_crr_names_the_pod_s_containers() {
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
+        let o = CrrOptions {
+            name: "r",
+            pod: &pod,
+            containers: &[],
+            unready_grace_period_seconds: 3,
+            termination_grace_period_seconds: None,
+            min_started_seconds: 0,
+        };
+        let crr = container_recreate_request(&o).unwrap();
+        assert_eq!(crr["spec"]["podName"], "p");
+        assert_eq!(
+            crr["spec"]["containers"],
+            json!([{"name": "a"}, {"name": "b"}])
+        );
+        assert_eq!(crr["spec"]["strategy"]["failurePolicy"], "Fail");
+        let missing = ["c".to_string()];
+        let o = CrrOptions {
+            containers: &missing,
+            ..o
+        };
+        assert!(container_recreate_request(&o).is_err());
+    }
+
+    #[test]
+    fn crr_outcomes() {
+        assert!(crr_outcome(&json!({"status": {"phase": "Recreating"}})).is_none());
+        let ok = json!({"status": {"phase": "Completed", "containerRecreateStates": [{"name": "a", "phase": "Succeeded"}]}});
+        assert_eq!(crr_outcome(&ok).unwrap().unwrap(), "a");
+        let bad = json!({"status": {"phase": "Completed", "message": "deadline",
+            "containerRecreateStates": [{"name": "a", "phase": "Failed", "message": "x"}]}});
+        assert!(crr_outcome(&bad).unwrap().is_err());
+    }
+}

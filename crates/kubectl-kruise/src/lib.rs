@@ -1,0 +1,803 @@
+//! `kubectl kruise`: the kubectl plugin OpenKruise users drive rollouts with
+//! (openkruise/kruise-tools), for the workloads of this project. Commands, flags and
+//! messages follow kruise-tools' where it has the same command; docs/kubectl-kruise.md
+//! lists every difference.
+//!
+//! The decisions (what a rollout's state is, which patch a command sends) are pure
+//! functions in [`status`], [`revisions`] and [`edits`]; [`run`] reads the objects, sends
+//! the patches and prints.
+
+pub mod duration;
+pub mod edits;
+pub mod error;
+pub mod revisions;
+pub mod status;
+pub mod target;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::Value;
+
+pub use error::{Error, Result};
+use target::{Kind, Target, parse_targets};
+
+/// The field manager of every write, as kubectl names its own (`kubectl-rollout`, …).
+const FIELD_MANAGER: &str = "kubectl-kruise";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-kruise",
+    bin_name = "kubectl kruise",
+    version,
+    about = "Manage OpenKruise workloads: rollouts, images, scaling, container restarts",
+    long_about = "kubectl kruise drives the rollouts of CloneSet, Advanced StatefulSet, Advanced \
+DaemonSet and UnitedDeployment, which `kubectl rollout` does not know, with the commands and \
+flags of OpenKruise's kruise-tools.\n\nInstalled as `kubectl-kruise` on the PATH, kubectl runs it \
+as `kubectl kruise`."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// kubectl's connection flags.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Global {
+    /// Path to the kubeconfig file to use (default: $KUBECONFIG, then ~/.kube/config, then
+    /// the in-cluster service account).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The name of the kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// The namespace of the request (default: the context's).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Manage the rollout of a workload.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+    /// Update fields of a workload's Pod template.
+    #[command(subcommand)]
+    Set(SetCommand),
+    /// Set a new size for a CloneSet, Advanced StatefulSet, UnitedDeployment or Deployment.
+    #[command(after_help = "Examples:\n  # Scale the CloneSet sample to 3 Pods\n  \
+kubectl kruise scale --replicas=3 cloneset/sample\n\n  # Scale it to 2, removing the Pods \
+sample-abcde and sample-fghij first\n  kubectl kruise scale --replicas=2 cloneset/sample \
+--pods=sample-abcde,sample-fghij")]
+    Scale(ScaleArgs),
+    /// Scale a CloneSet down by removing the Pods named (kruise-tools' `scaledown`).
+    #[command(
+        after_help = "Examples:\n  # Remove two chosen Pods of cloneset-demo (replicas \
+goes down by 2)\n  kubectl kruise scaledown cloneset/cloneset-demo --pods=pod-1,pod-2 -n default"
+    )]
+    Scaledown(ScaledownArgs),
+    /// Create a resource.
+    #[command(subcommand)]
+    Create(CreateCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  # bash, for the current shell\n  source <(kubectl-kruise completion bash)"
+    )]
+    Completion { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Watch a rollout until it completes.
+    #[command(after_help = "Examples:\n  # Watch the rollout of a CloneSet\n  \
+kubectl kruise rollout status cloneset/sample\n\n  # Look once, without waiting\n  \
+kubectl kruise rollout status asts/web --watch=false\n\n  # Give up (exit 1) after 5 minutes\n  \
+kubectl kruise rollout status cloneset/sample --timeout=5m")]
+    Status(StatusArgs),
+    /// List a workload's revisions, or show one.
+    #[command(after_help = "Examples:\n  # The revisions of a CloneSet\n  \
+kubectl kruise rollout history cloneset/sample\n\n  # The Pod template of revision 3\n  \
+kubectl kruise rollout history cloneset/sample --revision=3")]
+    History(HistoryArgs),
+    /// Roll a workload back to an earlier revision.
+    #[command(after_help = "Examples:\n  # Back to the previous revision\n  \
+kubectl kruise rollout undo cloneset/sample\n\n  # Back to revision 3, showing what would change\n  \
+kubectl kruise rollout undo asts/web --to-revision=3 --dry-run=server -o yaml")]
+    Undo(UndoArgs),
+    /// Pause a rollout: no more Pods are updated until it is resumed.
+    #[command(after_help = "Examples:\n  kubectl kruise rollout pause cloneset/sample")]
+    Pause(MutateArgs),
+    /// Resume a paused rollout.
+    #[command(after_help = "Examples:\n  kubectl kruise rollout resume cloneset/sample")]
+    Resume(MutateArgs),
+    /// Restart a workload's Pods (a new template annotation: a new revision, rolled out
+    /// as the update strategy says).
+    #[command(after_help = "Examples:\n  kubectl kruise rollout restart cloneset/sample")]
+    Restart(MutateArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SetCommand {
+    /// Update container images of a workload's Pod template.
+    #[command(
+        after_help = "Examples:\n  # Set the nginx container's image of the CloneSet sample\n  \
+kubectl kruise set image cloneset/sample nginx=nginx:1.25\n\n  # Every container of an Advanced \
+DaemonSet\n  kubectl kruise set image ads/agent '*=busybox:1.36'"
+    )]
+    Image(SetImageArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreateCommand {
+    /// Create a ContainerRecreateRequest: restart containers of a running Pod in place.
+    #[command(
+        name = "ContainerRecreateRequest",
+        visible_aliases = ["containerrecreaterequest", "crr"],
+        after_help = "Defaults (kruise-tools'): strategy.failurePolicy Fail, orderedRecreate false, \
+unreadyGracePeriodSeconds 3, activeDeadlineSeconds 300, ttlSecondsAfterFinished 1800.\n\n\
+Examples:\n  # Restart every container of pod-1\n  kubectl kruise create ContainerRecreateRequest \
+my-crr --pod=pod-1\n\n  # Restart container-1 and wait until it is running again\n  \
+kubectl kruise create crr my-crr --pod=pod-1 --containers=container-1 --wait"
+    )]
+    ContainerRecreateRequest(CrrArgs),
+}
+
+/// The output flags of a mutating command.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OutputArgs {
+    /// Output format: name, json or yaml (default: a sentence).
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Output>,
+    /// none: send; client: print what would be sent, send nothing; server: the API server
+    /// checks and answers without storing.
+    #[arg(long, value_enum, default_value_t = DryRun::None, num_args = 0..=1, default_missing_value = "client")]
+    pub dry_run: DryRun,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Name,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum DryRun {
+    #[default]
+    None,
+    Client,
+    Server,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// TYPE/NAME or TYPE NAME.
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// Watch until the rollout is done (false: look once).
+    #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch: bool,
+    /// Give up after this long (0: never), e.g. 30s, 5m, 1h.
+    #[arg(long, default_value = "0")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// Show this revision's Pod template.
+    #[arg(long, default_value_t = 0)]
+    pub revision: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// The revision to roll back to (0: the previous one).
+    #[arg(long, default_value_t = 0)]
+    pub to_revision: i64,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MutateArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetImageArgs {
+    /// TYPE/NAME (or TYPE NAME), then CONTAINER=IMAGE pairs.
+    #[arg(required = true, num_args = 2..)]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// The new number of replicas.
+    #[arg(long, required = true)]
+    pub replicas: i64,
+    /// CloneSet only: the Pods to remove first (its scaleStrategy.podsToDelete).
+    #[arg(long, value_delimiter = ',')]
+    pub pods: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScaledownArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// The Pods to remove, comma separated.
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub pods: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CrrArgs {
+    /// The ContainerRecreateRequest's name.
+    pub name: String,
+    /// The Pod whose containers to recreate.
+    #[arg(short = 'p', long)]
+    pub pod: String,
+    /// The containers to recreate (default: all of the Pod's).
+    #[arg(long, value_delimiter = ',')]
+    pub containers: Vec<String>,
+    /// Seconds the Pod is kept not ready before its containers are stopped.
+    #[arg(short = 'u', long = "unreadyGracePeriodSeconds", default_value_t = 3)]
+    pub unready_grace_period_seconds: i64,
+    /// Overrides the Pod's terminationGracePeriodSeconds for the stop.
+    #[arg(long = "terminationGracePeriodSeconds")]
+    pub termination_grace_period_seconds: Option<i64>,
+    /// Seconds a new container must run to count as recreated.
+    #[arg(short = 'm', long = "minStartedSeconds", default_value_t = 0)]
+    pub min_started_seconds: i64,
+    /// Wait until the request completes; exit 1 if a container was not recreated.
+    #[arg(long)]
+    pub wait: bool,
+    /// With --wait: give up after this long (0: never).
+    #[arg(long, default_value = "0")]
+    pub timeout: String,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// A connection to the cluster and the namespace of the request.
+pub struct Session {
+    pub client: Client,
+    pub namespace: String,
+}
+
+impl Session {
+    pub async fn connect(global: &Global) -> Result<Session> {
+        let options = KubeConfigOptions {
+            context: global.context.clone(),
+            ..Default::default()
+        };
+        let config = match &global.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(|e| Error::Config(e.to_string()))?
+            }
+            None => match Config::from_kubeconfig(&options).await {
+                Ok(config) => config,
+                Err(kubeconfig) => Config::incluster().map_err(|incluster| {
+                    Error::Config(format!(
+                        "no kubeconfig ({kubeconfig}) and not in a cluster ({incluster})"
+                    ))
+                })?,
+            },
+        };
+        let namespace = global
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = Client::try_from(config)?;
+        Ok(Session { client, namespace })
+    }
+
+    fn api(&self, kind: Kind) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, &kind.api_resource())
+    }
+
+    async fn get(&self, target: &Target) -> Result<Value> {
+        let obj = self.api(target.kind).get(&target.name).await?;
+        Ok(serde_json::to_value(obj)?)
+    }
+}
+
+/// Runs one command; what it prints goes to `out`.
+pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
+    if let Command::Completion { shell } = cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(shell, &mut command, "kubectl-kruise", out);
+        return Ok(());
+    }
+    let session = Session::connect(&cli.global).await?;
+    match cli.command {
+        Command::Rollout(RolloutCommand::Status(args)) => {
+            rollout_status(&session, &args, out).await
+        }
+        Command::Rollout(RolloutCommand::History(args)) => {
+            for target in parse_targets(&args.resource)? {
+                rollout_history(&session, &target, args.revision, out).await?;
+            }
+            Ok(())
+        }
+        Command::Rollout(RolloutCommand::Undo(args)) => {
+            for target in parse_targets(&args.resource)? {
+                rollout_undo(&session, &target, args.to_revision, &args.out, out).await?;
+            }
+            Ok(())
+        }
+        Command::Rollout(RolloutCommand::Pause(args)) => {
+            for target in parse_targets(&args.resource)? {
+                let obj = session.get(&target).await?;
+                let patch = edits::pause_patch(&target, &obj, true)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Merge(patch),
+                    "paused",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Rollout(RolloutCommand::Resume(args)) => {
+            for target in parse_targets(&args.resource)? {
+                let obj = session.get(&target).await?;
+                let patch = edits::pause_patch(&target, &obj, false)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Merge(patch),
+                    "resumed",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Rollout(RolloutCommand::Restart(args)) => {
+            let now = jiff::Timestamp::now()
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            for target in parse_targets(&args.resource)? {
+                let obj = session.get(&target).await?;
+                let patch = edits::restart_patch(&target, &now)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Merge(patch),
+                    "restarted",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Set(SetCommand::Image(args)) => {
+            let split = args
+                .args
+                .iter()
+                .position(|a| a.contains('='))
+                .ok_or_else(|| {
+                    Error::Usage("at least one image update is required: CONTAINER=IMAGE".into())
+                })?;
+            let targets = parse_targets(&args.args[..split])?;
+            let images = edits::parse_images(&args.args[split..])?;
+            for target in targets {
+                let obj = session.get(&target).await?;
+                let patch = edits::set_image_patch(&target, &obj, &images)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Json(patch),
+                    "image updated",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Scale(args) => {
+            for target in parse_targets(&args.resource)? {
+                let obj = session.get(&target).await?;
+                if !args.pods.is_empty() {
+                    check_pods(&session, &target, &obj, &args.pods).await?;
+                }
+                let patch = edits::scale_patch(&target, &obj, args.replicas, &args.pods)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Merge(patch),
+                    "scaled",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Scaledown(args) => {
+            for target in parse_targets(&args.resource)? {
+                if target.kind != Kind::CloneSet {
+                    return Err(Error::Unsupported {
+                        kind: target.kind.resource(),
+                        name: target.name,
+                        what: "scaledown is for CloneSet".into(),
+                    });
+                }
+                let obj = session.get(&target).await?;
+                check_pods(&session, &target, &obj, &args.pods).await?;
+                let replicas = obj
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1);
+                let already: Vec<&str> = obj
+                    .pointer("/spec/scaleStrategy/podsToDelete")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let new = args
+                    .pods
+                    .iter()
+                    .filter(|p| !already.contains(&p.as_str()))
+                    .count();
+                let replicas = (replicas - i64::try_from(new).unwrap_or(i64::MAX)).max(0);
+                let patch = edits::scale_patch(&target, &obj, replicas, &args.pods)?;
+                send(
+                    &session,
+                    &target,
+                    &obj,
+                    Change::Merge(patch),
+                    "scaled down",
+                    &args.out,
+                    out,
+                )
+                .await?;
+            }
+            Ok(())
+        }
+        Command::Create(CreateCommand::ContainerRecreateRequest(args)) => {
+            create_crr(&session, &args, out).await
+        }
+        Command::Completion { .. } => Ok(()),
+    }
+}
+
+async fn check_pods(
+    session: &Session,
+    target: &Target,
+    obj: &Value,
+    pods: &[String],
+) -> Result<()> {
+    let uid = obj
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let list = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
+        .list(&ListParams::default())
+        .await?;
+    edits::check_pods_owned(target, uid, &list.items, pods)
+}
+
+/// A change to send.
+enum Change {
+    Merge(Value),
+    Json(Value),
+}
+
+/// Sends `change` (or, with `--dry-run=client`, applies it here) and prints the result.
+async fn send(
+    session: &Session,
+    target: &Target,
+    obj: &Value,
+    change: Change,
+    done: &str,
+    flags: &OutputArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    let empty = matches!(&change, Change::Json(Value::Array(ops)) if ops.is_empty());
+    let result = if empty {
+        obj.clone()
+    } else {
+        match flags.dry_run {
+            DryRun::Client => {
+                let mut local = obj.clone();
+                match &change {
+                    Change::Merge(p) => json_patch::merge(&mut local, p),
+                    Change::Json(p) => {
+                        let p: json_patch::Patch = serde_json::from_value(p.clone())?;
+                        json_patch::patch(&mut local, &p)?
+                    }
+                }
+                local
+            }
+            DryRun::None | DryRun::Server => {
+                let mut params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                params.dry_run = flags.dry_run == DryRun::Server;
+                let api = session.api(target.kind);
+                let sent = match change {
+                    Change::Merge(p) => api.patch(&target.name, &params, &Patch::Merge(&p)).await?,
+                    Change::Json(p) => {
+                        let p: json_patch::Patch = serde_json::from_value(p)?;
+                        api.patch(&target.name, &params, &Patch::<()>::Json(p))
+                            .await?
+                    }
+                };
+                serde_json::to_value(sent)?
+            }
+        }
+    };
+    let suffix = match flags.dry_run {
+        DryRun::None => "",
+        DryRun::Client => " (dry run)",
+        DryRun::Server => " (server dry run)",
+    };
+    let done = if empty {
+        format!("{} (no change)", done.split(' ').next().unwrap_or(done))
+    } else {
+        done.to_string()
+    };
+    print_object(
+        out,
+        target,
+        &result,
+        flags.output,
+        &format!("{done}{suffix}"),
+    )
+}
+
+fn print_object(
+    out: &mut (dyn Write + Send),
+    target: &Target,
+    obj: &Value,
+    output: Option<Output>,
+    sentence: &str,
+) -> Result<()> {
+    match output {
+        None => writeln!(out, "{} {sentence}", target.reference())?,
+        Some(Output::Name) => writeln!(out, "{}", target.reference())?,
+        Some(Output::Json) => writeln!(out, "{}", serde_json::to_string_pretty(obj)?)?,
+        Some(Output::Yaml) => write!(out, "{}", yaml(obj))?,
+    }
+    Ok(())
+}
+
+fn yaml(v: &Value) -> String {
+    // A serde_json::Value always serializes to YAML; fall back to JSON (valid YAML) anyway.
+    serde_saphyr::to_string(v).unwrap_or_else(|_| v.to_string())
+}
+
+async fn rollout_status(
+    session: &Session,
+    args: &StatusArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    let targets = parse_targets(&args.resource)?;
+    let [target] = targets.as_slice() else {
+        return Err(Error::Usage("rollout status takes one resource".into()));
+    };
+    let timeout = duration::parse(&args.timeout).map_err(Error::Usage)?;
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let obj = session.get(target).await?;
+        let progress = status::progress(target.kind, &obj)?;
+        if progress.message != last {
+            writeln!(out, "{}", progress.message)?;
+            out.flush()?;
+            last = progress.message;
+        }
+        if progress.done || !args.watch {
+            return Ok(());
+        }
+        if timeout.is_some_and(|t| started.elapsed() >= t) {
+            return Err(Error::Timeout(format!(
+                "the rollout of {}",
+                target.reference()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn revisions_of(session: &Session, obj: &Value) -> Result<Vec<ControllerRevision>> {
+    let uid = obj
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let list = Api::<ControllerRevision>::namespaced(session.client.clone(), &session.namespace)
+        .list(&ListParams::default())
+        .await?;
+    Ok(revisions::owned_by(&list.items, uid)
+        .into_iter()
+        .cloned()
+        .collect())
+}
+
+fn history_kind(target: &Target) -> Result<()> {
+    match target.kind {
+        Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet => Ok(()),
+        _ => Err(Error::Unsupported {
+            kind: target.kind.resource(),
+            name: target.name.clone(),
+            what: "has no revision history here (CloneSet, Advanced StatefulSet and Advanced DaemonSet have)".into(),
+        }),
+    }
+}
+
+async fn rollout_history(
+    session: &Session,
+    target: &Target,
+    revision: i64,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    history_kind(target)?;
+    let obj = session.get(target).await?;
+    let owned = revisions_of(session, &obj).await?;
+    let owned: Vec<&ControllerRevision> = owned.iter().collect();
+    if revision > 0 {
+        let chosen = owned
+            .iter()
+            .find(|r| r.revision == revision)
+            .ok_or_else(|| Error::Refused("unable to find the specified revision".into()))?;
+        let template = revisions::template(chosen)?;
+        writeln!(out, "{} with revision #{revision}", target.reference())?;
+        writeln!(out, "Pod Template:")?;
+        for line in yaml(&template).lines() {
+            writeln!(out, "  {line}")?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "{}", target.reference())?;
+    write!(out, "{}", revisions::history_table(&owned))?;
+    writeln!(out)?;
+    Ok(())
+}
+
+async fn rollout_undo(
+    session: &Session,
+    target: &Target,
+    to_revision: i64,
+    flags: &OutputArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    history_kind(target)?;
+    let obj = session.get(target).await?;
+    let owned = revisions_of(session, &obj).await?;
+    let owned: Vec<&ControllerRevision> = owned.iter().collect();
+    let current = obj
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    match revisions::plan_undo(&owned, &current, to_revision)? {
+        revisions::Undo::AlreadyThere { revision } => {
+            writeln!(
+                out,
+                "{} skipped rollback (current template already matches revision {revision})",
+                target.reference()
+            )?;
+            Ok(())
+        }
+        revisions::Undo::To { template, .. } => {
+            let patch =
+                serde_json::json!([{"op": "replace", "path": "/spec/template", "value": template}]);
+            send(
+                session,
+                target,
+                &obj,
+                Change::Json(patch),
+                "rolled back",
+                flags,
+                out,
+            )
+            .await
+        }
+    }
+}
+
+async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Send)) -> Result<()> {
+    let timeout = duration::parse(&args.timeout).map_err(Error::Usage)?;
+    let pod = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
+        .get(&args.pod)
+        .await?;
+    let pod = serde_json::to_value(pod)?;
+    let crr = edits::container_recreate_request(&edits::CrrOptions {
+        name: &args.name,
+        pod: &pod,
+        containers: &args.containers,
+        unready_grace_period_seconds: args.unready_grace_period_seconds,
+        termination_grace_period_seconds: args.termination_grace_period_seconds,
+        min_started_seconds: args.min_started_seconds,
+    })?;
+    let ar = kube::core::ApiResource {
+        group: "apps.kruise.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "apps.kruise.io/v1alpha1".into(),
+        kind: "ContainerRecreateRequest".into(),
+        plural: "containerrecreaterequests".into(),
+    };
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(session.client.clone(), &session.namespace, &ar);
+    let reference = format!("containerrecreaterequest.apps.kruise.io/{}", args.name);
+    let (created, suffix) = match args.out.dry_run {
+        DryRun::Client => (crr, " (dry run)"),
+        DryRun::None | DryRun::Server => {
+            let object: DynamicObject = serde_json::from_value(crr)?;
+            let params = PostParams {
+                dry_run: args.out.dry_run == DryRun::Server,
+                field_manager: Some(FIELD_MANAGER.into()),
+            };
+            let created = api.create(&params, &object).await?;
+            let suffix = if args.out.dry_run == DryRun::Server {
+                " (server dry run)"
+            } else {
+                ""
+            };
+            (serde_json::to_value(created)?, suffix)
+        }
+    };
+    match args.out.output {
+        None => writeln!(out, "{reference} created{suffix}")?,
+        Some(Output::Name) => writeln!(out, "{reference}")?,
+        Some(Output::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&created)?)?,
+        Some(Output::Yaml) => write!(out, "{}", yaml(&created))?,
+    }
+    if !args.wait || args.out.dry_run != DryRun::None {
+        return Ok(());
+    }
+    let started = Instant::now();
+    loop {
+        let now = serde_json::to_value(api.get(&args.name).await?)?;
+        if let Some(outcome) = edits::crr_outcome(&now) {
+            let recreated = outcome?;
+            writeln!(out, "{reference} completed: recreated {recreated}")?;
+            return Ok(());
+        }
+        if timeout.is_some_and(|t| started.elapsed() >= t) {
+            return Err(Error::Timeout(reference));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
