@@ -354,58 +354,40 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
             Ok(())
         }
         Command::Rollout(RolloutCommand::Pause(args)) => {
-            for target in parse_targets(&args.resource)? {
-                let obj = session.get(&target).await?;
-                let patch = edits::pause_patch(&target, &obj, true)?;
-                send(
-                    &session,
-                    &target,
-                    &obj,
-                    Change::Merge(patch),
-                    "paused",
-                    &args.out,
-                    out,
-                )
-                .await?;
-            }
-            Ok(())
+            patch_each(
+                &session,
+                &args.resource,
+                &args.out,
+                "paused",
+                out,
+                |t, obj| Ok(Change::Merge(edits::pause_patch(t, obj, true)?)),
+            )
+            .await
         }
         Command::Rollout(RolloutCommand::Resume(args)) => {
-            for target in parse_targets(&args.resource)? {
-                let obj = session.get(&target).await?;
-                let patch = edits::pause_patch(&target, &obj, false)?;
-                send(
-                    &session,
-                    &target,
-                    &obj,
-                    Change::Merge(patch),
-                    "resumed",
-                    &args.out,
-                    out,
-                )
-                .await?;
-            }
-            Ok(())
+            patch_each(
+                &session,
+                &args.resource,
+                &args.out,
+                "resumed",
+                out,
+                |t, obj| Ok(Change::Merge(edits::pause_patch(t, obj, false)?)),
+            )
+            .await
         }
         Command::Rollout(RolloutCommand::Restart(args)) => {
             let now = jiff::Timestamp::now()
                 .strftime("%Y-%m-%dT%H:%M:%SZ")
                 .to_string();
-            for target in parse_targets(&args.resource)? {
-                let obj = session.get(&target).await?;
-                let patch = edits::restart_patch(&target, &now)?;
-                send(
-                    &session,
-                    &target,
-                    &obj,
-                    Change::Merge(patch),
-                    "restarted",
-                    &args.out,
-                    out,
-                )
-                .await?;
-            }
-            Ok(())
+            patch_each(
+                &session,
+                &args.resource,
+                &args.out,
+                "restarted",
+                out,
+                |t, _| Ok(Change::Merge(edits::restart_patch(t, &now)?)),
+            )
+            .await
         }
         Command::Set(SetCommand::Image(args)) => {
             let split = args
@@ -415,23 +397,16 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
                 .ok_or_else(|| {
                     Error::Usage("at least one image update is required: CONTAINER=IMAGE".into())
                 })?;
-            let targets = parse_targets(&args.args[..split])?;
             let images = edits::parse_images(&args.args[split..])?;
-            for target in targets {
-                let obj = session.get(&target).await?;
-                let patch = edits::set_image_patch(&target, &obj, &images)?;
-                send(
-                    &session,
-                    &target,
-                    &obj,
-                    Change::Json(patch),
-                    "image updated",
-                    &args.out,
-                    out,
-                )
-                .await?;
-            }
-            Ok(())
+            patch_each(
+                &session,
+                &args.args[..split],
+                &args.out,
+                "image updated",
+                out,
+                |t, obj| Ok(Change::Json(edits::set_image_patch(t, obj, &images)?)),
+            )
+            .await
         }
         Command::Scale(args) => {
             for target in parse_targets(&args.resource)? {
@@ -516,6 +491,23 @@ async fn check_pods(
         .list(&ListParams::default())
         .await?;
     edits::check_pods_owned(target, uid, &list.items, pods)
+}
+
+/// For each resource named: read it, compute its change, send it, print the result.
+async fn patch_each(
+    session: &Session,
+    resources: &[String],
+    flags: &OutputArgs,
+    done: &str,
+    out: &mut (dyn Write + Send),
+    change: impl Fn(&Target, &Value) -> Result<Change>,
+) -> Result<()> {
+    for target in parse_targets(resources)? {
+        let obj = session.get(&target).await?;
+        let change = change(&target, &obj)?;
+        send(session, &target, &obj, change, done, flags, out).await?;
+    }
+    Ok(())
 }
 
 /// A change to send.
