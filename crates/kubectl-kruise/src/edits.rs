@@ -80,63 +80,283 @@ pub fn restart_patch(target: &Target, now: &str) -> Result<Value> {
     Ok(template_at)
 }
 
-/// `set image`: `container=image` pairs (`*` for every container), as a JSON patch that
-/// replaces each image and first tests the container's name (a concurrent reorder fails
-/// the patch instead of changing the wrong container). Init containers count too.
+/// Where the Pod spec of `target` is (an AdvancedCronJob's: in its Job or BroadcastJob
+/// template), or why `what` cannot edit it.
+pub fn pod_spec_pointer(target: &Target, obj: &Value, what: &str) -> Result<&'static str> {
+    match target.kind {
+        Kind::CloneSet
+        | Kind::AdvancedStatefulSet
+        | Kind::AdvancedDaemonSet
+        | Kind::Deployment
+        | Kind::BroadcastJob => Ok("/spec/template/spec"),
+        Kind::AdvancedCronJob => {
+            if obj.pointer("/spec/template/broadcastJobTemplate").is_some() {
+                Ok("/spec/template/broadcastJobTemplate/spec/template/spec")
+            } else {
+                Ok("/spec/template/jobTemplate/spec/template/spec")
+            }
+        }
+        Kind::UnitedDeployment => Err(Error::Unsupported {
+            kind: target.kind.resource(),
+            name: target.name.clone(),
+            what: format!("{what} is not supported (its subsets' templates differ by kind)"),
+        }),
+    }
+}
+
+/// The init containers and containers under `base`: (their JSON pointer, the container).
+fn containers_at(obj: &Value, base: &str) -> Vec<(String, Value)> {
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|list| {
+            let path = format!("{base}/{list}");
+            obj.pointer(&path)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(move |(i, c)| (format!("{path}/{i}"), c))
+        })
+        .collect()
+}
+
+fn container_name(c: &Value) -> &str {
+    c.get("name").and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A JSON patch that sets `field` of the container at `path` to `value`, after testing the
+/// container's name (a concurrent reorder of the list fails the patch instead of changing
+/// the wrong container).
+fn set_container_field(ops: &mut Vec<Value>, path: &str, name: &str, field: &str, value: Value) {
+    ops.push(json!({"op": "test", "path": format!("{path}/name"), "value": name}));
+    ops.push(json!({"op": "add", "path": format!("{path}/{field}"), "value": value}));
+}
+
+/// `-c/--containers`: `*` (every container) or one name.
+fn selected(selector: &str, name: &str) -> bool {
+    selector == "*" || selector == name
+}
+
+/// `set image`: `container=image` pairs (`*` for every container), init containers
+/// included, as a JSON patch.
 pub fn set_image_patch(target: &Target, obj: &Value, images: &[(String, String)]) -> Result<Value> {
-    let base = match target.kind {
-        Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet | Kind::Deployment => {
-            "/spec/template/spec"
-        }
-        Kind::BroadcastJob => "/spec/template/spec",
-        Kind::AdvancedCronJob => "/spec/template/broadcastJobTemplate/spec/template/spec",
-        Kind::UnitedDeployment => {
-            return Err(Error::Unsupported {
-                kind: target.kind.resource(),
-                name: target.name.clone(),
-                what: "set image is not supported (its subsets' templates differ by kind)".into(),
-            });
-        }
-    };
+    let base = pod_spec_pointer(target, obj, "set image")?;
     let mut ops = Vec::new();
     let mut matched = vec![false; images.len()];
-    for list in ["initContainers", "containers"] {
-        let path = format!("{base}/{list}");
-        let containers = obj
-            .pointer(&path)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for (i, c) in containers.iter().enumerate() {
-            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-            let current = c.get("image").and_then(Value::as_str).unwrap_or_default();
-            let wanted = images
-                .iter()
-                .enumerate()
-                .find(|(_, (n, _))| n == name)
-                .or_else(|| images.iter().enumerate().find(|(_, (n, _))| n == "*"));
-            let Some((j, (_, image))) = wanted else {
-                continue;
-            };
-            matched[j] = true;
-            if current == image {
-                continue;
-            }
-            ops.push(json!({"op": "test", "path": format!("{path}/{i}/name"), "value": name}));
-            ops.push(json!({"op": "replace", "path": format!("{path}/{i}/image"), "value": image}));
+    for (path, c) in containers_at(obj, base) {
+        let name = container_name(&c);
+        let current = c.get("image").and_then(Value::as_str).unwrap_or_default();
+        let wanted = images
+            .iter()
+            .enumerate()
+            .find(|(_, (n, _))| n == name)
+            .or_else(|| images.iter().enumerate().find(|(_, (n, _))| n == "*"));
+        let Some((j, (_, image))) = wanted else {
+            continue;
+        };
+        matched[j] = true;
+        if current != image {
+            set_container_field(&mut ops, &path, name, "image", json!(image));
         }
     }
-    if let Some((name, _)) = images
-        .iter()
-        .zip(&matched)
-        .find(|(_, m)| !**m)
-        .map(|(pair, _)| pair)
-    {
+    if let Some(((name, _), _)) = images.iter().zip(&matched).find(|(_, m)| !**m) {
         return Err(Error::Refused(format!(
             "unable to find container named {name:?}"
         )));
     }
     Ok(Value::Array(ops))
+}
+
+/// One `set env` argument: `KEY=VALUE` sets, `KEY-` removes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvChange {
+    Set(String, String),
+    Remove(String),
+}
+
+pub fn parse_env(args: &[String]) -> Result<Vec<EnvChange>> {
+    if args.is_empty() {
+        return Err(Error::Usage(
+            "at least one environment variable is required: KEY=VALUE or KEY-".into(),
+        ));
+    }
+    args.iter()
+        .map(|a| {
+            if let Some((k, v)) = a.split_once('=') {
+                if !k.is_empty() {
+                    return Ok(EnvChange::Set(k.to_string(), v.to_string()));
+                }
+            } else if let Some(k) = a.strip_suffix('-')
+                && !k.is_empty()
+            {
+                return Ok(EnvChange::Remove(k.to_string()));
+            }
+            Err(Error::Usage(format!("{a:?} is not KEY=VALUE or KEY-")))
+        })
+        .collect()
+}
+
+/// `set env`: the selected containers' `env`, each entry set or removed by name.
+pub fn set_env_patch(
+    target: &Target,
+    obj: &Value,
+    changes: &[EnvChange],
+    selector: &str,
+) -> Result<Value> {
+    let base = pod_spec_pointer(target, obj, "set env")?;
+    let mut ops = Vec::new();
+    let mut any = false;
+    for (path, c) in containers_at(obj, base) {
+        let name = container_name(&c);
+        if !selected(selector, name) {
+            continue;
+        }
+        any = true;
+        let mut env: Vec<Value> = c
+            .get("env")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let before = env.clone();
+        for change in changes {
+            match change {
+                EnvChange::Set(k, v) => {
+                    let entry = json!({"name": k, "value": v});
+                    match env
+                        .iter_mut()
+                        .find(|e| e.get("name").and_then(Value::as_str) == Some(k))
+                    {
+                        Some(e) => *e = entry,
+                        None => env.push(entry),
+                    }
+                }
+                EnvChange::Remove(k) => {
+                    env.retain(|e| e.get("name").and_then(Value::as_str) != Some(k))
+                }
+            }
+        }
+        if env != before {
+            set_container_field(&mut ops, &path, name, "env", Value::Array(env));
+        }
+    }
+    if !any {
+        return Err(Error::Refused(format!(
+            "unable to find container named {selector:?}"
+        )));
+    }
+    Ok(Value::Array(ops))
+}
+
+/// `--limits`/`--requests` of `set resources`: `cpu=200m,memory=512Mi`.
+pub fn parse_resource_list(s: &str) -> Result<serde_json::Map<String, Value>> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| match pair.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+                Ok((k.trim().to_string(), json!(v.trim())))
+            }
+            _ => Err(Error::Usage(format!("{pair:?} is not RESOURCE=QUANTITY"))),
+        })
+        .collect()
+}
+
+/// `set resources`: the selected containers' limits and requests, merged entry by entry.
+pub fn set_resources_patch(
+    target: &Target,
+    obj: &Value,
+    limits: &serde_json::Map<String, Value>,
+    requests: &serde_json::Map<String, Value>,
+    selector: &str,
+) -> Result<Value> {
+    if limits.is_empty() && requests.is_empty() {
+        return Err(Error::Usage("--limits or --requests is required".into()));
+    }
+    let base = pod_spec_pointer(target, obj, "set resources")?;
+    let mut ops = Vec::new();
+    let mut any = false;
+    for (path, c) in containers_at(obj, base) {
+        let name = container_name(&c);
+        if !selected(selector, name) {
+            continue;
+        }
+        any = true;
+        let mut resources = c.get("resources").cloned().unwrap_or_else(|| json!({}));
+        let before = resources.clone();
+        for (section, wanted) in [("limits", limits), ("requests", requests)] {
+            if wanted.is_empty() {
+                continue;
+            }
+            let entry = &mut resources[section];
+            if !entry.is_object() {
+                *entry = json!({});
+            }
+            if let Some(map) = entry.as_object_mut() {
+                map.extend(wanted.clone());
+            }
+        }
+        if resources != before {
+            set_container_field(&mut ops, &path, name, "resources", resources);
+        }
+    }
+    if !any {
+        return Err(Error::Refused(format!(
+            "unable to find container named {selector:?}"
+        )));
+    }
+    Ok(Value::Array(ops))
+}
+
+/// `set serviceaccount`: the Pod spec's `serviceAccountName`.
+pub fn set_service_account_patch(target: &Target, obj: &Value, account: &str) -> Result<Value> {
+    let base = pod_spec_pointer(target, obj, "set serviceaccount")?;
+    Ok(merge_at(
+        &format!("{base}/serviceAccountName"),
+        json!(account),
+    ))
+}
+
+/// `create job NAME --from=advancedcronjob/X`: a Job (or, for a BroadcastJob template, a
+/// BroadcastJob) from the AdvancedCronJob's template, owned by it and annotated
+/// `cronjob.kubernetes.io/instantiate: manual`, as kruise-tools and `kubectl create job
+/// --from=cronjob/…` make it.
+pub fn job_from_cron_job(name: &str, acj: &Value) -> Result<Value> {
+    let (api_version, kind, template) = if let Some(t) = acj.pointer("/spec/template/jobTemplate") {
+        ("batch/v1", "Job", t)
+    } else if let Some(t) = acj.pointer("/spec/template/broadcastJobTemplate") {
+        ("apps.kruise.io/v1alpha1", "BroadcastJob", t)
+    } else {
+        return Err(Error::Refused(
+            "the AdvancedCronJob has neither a jobTemplate nor a broadcastJobTemplate".into(),
+        ));
+    };
+    let mut annotations = serde_json::Map::new();
+    annotations.insert("cronjob.kubernetes.io/instantiate".into(), json!("manual"));
+    if let Some(a) = template
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
+        annotations.extend(a.clone());
+    }
+    let mut metadata = json!({
+        "name": name,
+        "annotations": annotations,
+        "ownerReferences": [{
+            "apiVersion": "apps.kruise.io/v1alpha1",
+            "kind": "AdvancedCronJob",
+            "name": acj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+            "uid": acj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        }],
+    });
+    if let Some(labels) = template.pointer("/metadata/labels") {
+        metadata["labels"] = labels.clone();
+    }
+    Ok(json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+    }))
 }
 
 /// `NAME=IMAGE` arguments.
@@ -396,6 +616,72 @@ mod tests {
         );
         assert!(parse_images(&["a".into()]).is_err());
         assert!(parse_images(&[]).is_err());
+    }
+
+    #[test]
+    fn set_env_resources_and_service_account() {
+        let obj = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "a", "env": [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]},
+            {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}}}});
+        let t = target(Kind::CloneSet);
+        let changes = parse_env(&["X=9".into(), "Y-".into(), "Z=3".into()]).unwrap();
+        let patch = set_env_patch(&t, &obj, &changes, "a").unwrap();
+        let mut applied = obj.clone();
+        let p: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut applied, &p).unwrap();
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["containers"][0]["env"],
+            json!([{"name": "X", "value": "9"}, {"name": "Z", "value": "3"}])
+        );
+        assert!(set_env_patch(&t, &obj, &changes, "c").is_err());
+        assert!(parse_env(&["=1".into()]).is_err());
+
+        let limits = parse_resource_list("memory=1Gi").unwrap();
+        let requests = parse_resource_list("cpu=100m").unwrap();
+        let patch = set_resources_patch(&t, &obj, &limits, &requests, "*").unwrap();
+        let mut applied = obj.clone();
+        let p: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut applied, &p).unwrap();
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["containers"][1]["resources"],
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "100m"}})
+        );
+        assert!(parse_resource_list("cpu").is_err());
+        assert!(
+            set_resources_patch(&t, &obj, &Default::default(), &Default::default(), "*").is_err()
+        );
+
+        let acj = json!({"spec": {"template": {"broadcastJobTemplate": {}}}});
+        assert_eq!(
+            set_service_account_patch(&target(Kind::AdvancedCronJob), &acj, "sa").unwrap(),
+            json!({"spec": {"template": {"broadcastJobTemplate": {"spec": {"template": {"spec": {"serviceAccountName": "sa"}}}}}}})
+        );
+    }
+
+    #[test]
+    fn a_job_from_an_advanced_cron_job() {
+        let acj = json!({"metadata": {"name": "nightly", "uid": "u1"}, "spec": {"template": {"jobTemplate": {
+            "metadata": {"labels": {"l": "1"}, "annotations": {"a": "1"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}}}});
+        let job = job_from_cron_job("manual-1", &acj).unwrap();
+        assert_eq!(job["kind"], "Job");
+        assert_eq!(
+            job["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+            "manual"
+        );
+        assert_eq!(job["metadata"]["annotations"]["a"], "1");
+        assert_eq!(job["metadata"]["labels"]["l"], "1");
+        assert_eq!(job["metadata"]["ownerReferences"][0]["uid"], "u1");
+        assert_eq!(
+            job["spec"]["template"]["spec"]["containers"][0]["name"],
+            "c"
+        );
+        let bcj = json!({"metadata": {"name": "n"}, "spec": {"template": {"broadcastJobTemplate": {"spec": {}}}}});
+        assert_eq!(
+            job_from_cron_job("x", &bcj).unwrap()["kind"],
+            "BroadcastJob"
+        );
+        assert!(job_from_cron_job("x", &json!({"spec": {}})).is_err());
     }
 
     #[test]

@@ -134,6 +134,25 @@ kubectl kruise set image cloneset/sample nginx=nginx:1.25\n\n  # Every container
 DaemonSet\n  kubectl kruise set image ads/agent '*=busybox:1.36'"
     )]
     Image(SetImageArgs),
+    /// Set or remove environment variables of a workload's containers.
+    #[command(
+        after_help = "Examples:\n  # Set LOG_LEVEL and remove DEBUG in every container of the CloneSet sample\n  \
+kubectl kruise set env cloneset/sample LOG_LEVEL=info DEBUG-\n\n  # Only the nginx container\n  \
+kubectl kruise set env cloneset/sample -c nginx LOG_LEVEL=debug"
+    )]
+    Env(SetEnvArgs),
+    /// Set resource limits and requests of a workload's containers.
+    #[command(
+        after_help = "Examples:\n  kubectl kruise set resources cloneset/sample -c nginx \
+--limits=cpu=200m,memory=512Mi --requests=cpu=100m,memory=256Mi"
+    )]
+    Resources(SetResourcesArgs),
+    /// Set the service account of a workload's Pods.
+    #[command(
+        visible_alias = "sa",
+        after_help = "Examples:\n  kubectl kruise set serviceaccount cloneset/sample builder"
+    )]
+    Serviceaccount(SetServiceAccountArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,6 +168,12 @@ my-crr --pod=pod-1\n\n  # Restart container-1 and wait until it is running again
 kubectl kruise create crr my-crr --pod=pod-1 --containers=container-1 --wait"
     )]
     ContainerRecreateRequest(CrrArgs),
+    /// Create a Job (or a BroadcastJob) from an AdvancedCronJob's template, now.
+    #[command(
+        after_help = "Examples:\n  # Run the AdvancedCronJob nightly once, now\n  \
+kubectl kruise create job nightly-manual --from=advancedcronjob/nightly"
+    )]
+    Job(CreateJobArgs),
 }
 
 /// The output flags of a mutating command.
@@ -224,6 +249,55 @@ pub struct SetImageArgs {
     /// TYPE/NAME (or TYPE NAME), then CONTAINER=IMAGE pairs.
     #[arg(required = true, num_args = 2..)]
     pub args: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetEnvArgs {
+    /// TYPE/NAME (or TYPE NAME), then KEY=VALUE to set and KEY- to remove.
+    #[arg(required = true, num_args = 2.., allow_hyphen_values = true)]
+    pub args: Vec<String>,
+    /// The container to change (`*`: every container).
+    #[arg(short = 'c', long, default_value = "*")]
+    pub containers: String,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetResourcesArgs {
+    #[arg(required = true, num_args = 1..)]
+    pub resource: Vec<String>,
+    /// Limits, e.g. cpu=200m,memory=512Mi.
+    #[arg(long, default_value = "")]
+    pub limits: String,
+    /// Requests, e.g. cpu=100m,memory=256Mi.
+    #[arg(long, default_value = "")]
+    pub requests: String,
+    /// The container to change (`*`: every container).
+    #[arg(short = 'c', long, default_value = "*")]
+    pub containers: String,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SetServiceAccountArgs {
+    /// TYPE/NAME (or TYPE NAME), then the service account.
+    #[arg(required = true, num_args = 2..)]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateJobArgs {
+    /// The new Job's name.
+    pub name: String,
+    /// The AdvancedCronJob to take the template of: advancedcronjob/NAME.
+    #[arg(long, required = true)]
+    pub from: String,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -408,6 +482,70 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
             )
             .await
         }
+        Command::Set(SetCommand::Env(args)) => {
+            let split = args
+                .args
+                .iter()
+                .position(|a| a.contains('=') || (a.ends_with('-') && !a.contains('/')))
+                .ok_or_else(|| Error::Usage("at least one KEY=VALUE or KEY- is required".into()))?;
+            let changes = edits::parse_env(&args.args[split..])?;
+            patch_each(
+                &session,
+                &args.args[..split],
+                &args.out,
+                "env updated",
+                out,
+                |t, obj| {
+                    Ok(Change::Json(edits::set_env_patch(
+                        t,
+                        obj,
+                        &changes,
+                        &args.containers,
+                    )?))
+                },
+            )
+            .await
+        }
+        Command::Set(SetCommand::Resources(args)) => {
+            let limits = edits::parse_resource_list(&args.limits)?;
+            let requests = edits::parse_resource_list(&args.requests)?;
+            patch_each(
+                &session,
+                &args.resource,
+                &args.out,
+                "resource requirements updated",
+                out,
+                |t, obj| {
+                    Ok(Change::Json(edits::set_resources_patch(
+                        t,
+                        obj,
+                        &limits,
+                        &requests,
+                        &args.containers,
+                    )?))
+                },
+            )
+            .await
+        }
+        Command::Set(SetCommand::Serviceaccount(args)) => {
+            let Some((account, resources)) = args.args.split_last() else {
+                return Err(Error::Usage("a service account name is required".into()));
+            };
+            patch_each(
+                &session,
+                resources,
+                &args.out,
+                "serviceaccount updated",
+                out,
+                |t, obj| {
+                    Ok(Change::Merge(edits::set_service_account_patch(
+                        t, obj, account,
+                    )?))
+                },
+            )
+            .await
+        }
+        Command::Create(CreateCommand::Job(args)) => create_job(&session, &args, out).await,
         Command::Scale(args) => {
             for target in parse_targets(&args.resource)? {
                 let obj = session.get(&target).await?;
@@ -750,32 +888,10 @@ async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Se
         kind: "ContainerRecreateRequest".into(),
         plural: "containerrecreaterequests".into(),
     };
+    let reference = format!("containerrecreaterequest.apps.kruise.io/{}", args.name);
+    create_object(session, &ar, crr, &reference, &args.out, out).await?;
     let api: Api<DynamicObject> =
         Api::namespaced_with(session.client.clone(), &session.namespace, &ar);
-    let reference = format!("containerrecreaterequest.apps.kruise.io/{}", args.name);
-    let (created, suffix) = match args.out.dry_run {
-        DryRun::Client => (crr, " (dry run)"),
-        DryRun::None | DryRun::Server => {
-            let object: DynamicObject = serde_json::from_value(crr)?;
-            let params = PostParams {
-                dry_run: args.out.dry_run == DryRun::Server,
-                field_manager: Some(FIELD_MANAGER.into()),
-            };
-            let created = api.create(&params, &object).await?;
-            let suffix = if args.out.dry_run == DryRun::Server {
-                " (server dry run)"
-            } else {
-                ""
-            };
-            (serde_json::to_value(created)?, suffix)
-        }
-    };
-    match args.out.output {
-        None => writeln!(out, "{reference} created{suffix}")?,
-        Some(Output::Name) => writeln!(out, "{reference}")?,
-        Some(Output::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&created)?)?,
-        Some(Output::Yaml) => write!(out, "{}", yaml(&created))?,
-    }
     if !args.wait || args.out.dry_run != DryRun::None {
         return Ok(());
     }
@@ -792,4 +908,79 @@ async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Se
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+async fn create_job(
+    session: &Session,
+    args: &CreateJobArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    let from = parse_targets(std::slice::from_ref(&args.from))?;
+    let [source] = from.as_slice() else {
+        return Err(Error::Usage("--from names one advancedcronjob/NAME".into()));
+    };
+    if source.kind != Kind::AdvancedCronJob {
+        return Err(Error::Usage(format!(
+            "--from must be an advancedcronjob, not {}",
+            source.kind.resource()
+        )));
+    }
+    let acj = session.get(source).await?;
+    let job = edits::job_from_cron_job(&args.name, &acj)?;
+    let ar = if job["kind"] == "BroadcastJob" {
+        Kind::BroadcastJob.api_resource()
+    } else {
+        kube::core::ApiResource {
+            group: "batch".into(),
+            version: "v1".into(),
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            plural: "jobs".into(),
+        }
+    };
+    let reference = format!(
+        "{}.{}/{}",
+        ar.kind.to_ascii_lowercase(),
+        ar.group,
+        args.name
+    );
+    create_object(session, &ar, job, &reference, &args.out, out).await?;
+    Ok(())
+}
+
+/// Creates `object` (or, with `--dry-run=client`, does not) and prints it as kubectl does.
+async fn create_object(
+    session: &Session,
+    ar: &kube::core::ApiResource,
+    object: Value,
+    reference: &str,
+    flags: &OutputArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<Value> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(session.client.clone(), &session.namespace, ar);
+    let (created, suffix) = match flags.dry_run {
+        DryRun::Client => (object, " (dry run)"),
+        DryRun::None | DryRun::Server => {
+            let object: DynamicObject = serde_json::from_value(object)?;
+            let params = PostParams {
+                dry_run: flags.dry_run == DryRun::Server,
+                field_manager: Some(FIELD_MANAGER.into()),
+            };
+            let created = api.create(&params, &object).await?;
+            let suffix = if flags.dry_run == DryRun::Server {
+                " (server dry run)"
+            } else {
+                ""
+            };
+            (serde_json::to_value(created)?, suffix)
+        }
+    };
+    match flags.output {
+        None => writeln!(out, "{reference} created{suffix}")?,
+        Some(Output::Name) => writeln!(out, "{reference}")?,
+        Some(Output::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&created)?)?,
+        Some(Output::Yaml) => write!(out, "{}", yaml(&created))?,
+    }
+    Ok(created)
 }

@@ -333,6 +333,98 @@ async fn kubectl_kruise_scales_with_chosen_pods_and_restarts() {
     let after = pods(&ns, "app").await;
     assert_eq!(after.len(), 3);
 
+    // set env / resources / serviceaccount: the template, as kubectl set would change it.
+    let out = run(
+        &ns,
+        &["set", "env", "cloneset/app", "-c", "nginx", "LOG=debug"],
+    )
+    .await;
+    assert_eq!(out, "cloneset.apps.kruise.io/app env updated\n");
+    let out = run(
+        &ns,
+        &[
+            "set",
+            "resources",
+            "cloneset/app",
+            "--limits=memory=256Mi",
+            "--requests=cpu=50m",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out,
+        "cloneset.apps.kruise.io/app resource requirements updated\n"
+    );
+    let out = run(&ns, &["set", "sa", "cloneset/app", "default"]).await;
+    assert_eq!(out, "cloneset.apps.kruise.io/app serviceaccount updated\n");
+    let cs: CloneSet = ns.api().get("app").await.unwrap();
+    let spec = cs.spec.template.spec.as_ref().unwrap();
+    let nginx = &spec.containers[0];
+    assert_eq!(
+        serde_json::to_value(&nginx.env).unwrap(),
+        json!([{"name": "LOG", "value": "debug"}])
+    );
+    let resources = serde_json::to_value(&nginx.resources).unwrap();
+    assert_eq!(
+        resources,
+        json!({"limits": {"memory": "256Mi"}, "requests": {"cpu": "50m"}})
+    );
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    run(&ns, &["rollout", "status", "cloneset/app", "--timeout=2m"]).await;
+
+    // create job --from: a Job owned by the AdvancedCronJob, marked as started by hand.
+    ns.apply(
+        r#"apiVersion: apps.kruise.io/v1alpha1
+kind: AdvancedCronJob
+metadata:
+  name: nightly
+spec:
+  schedule: "0 3 * * *"
+  template:
+    jobTemplate:
+      metadata:
+        labels: {team: cli}
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: main
+              image: busybox
+"#,
+    )
+    .await
+    .expect("apply the AdvancedCronJob");
+    let out = run(
+        &ns,
+        &[
+            "create",
+            "job",
+            "nightly-now",
+            "--from=advancedcronjob/nightly",
+        ],
+    )
+    .await;
+    assert_eq!(out, "job.batch/nightly-now created\n");
+    let job: k8s_openapi::api::batch::v1::Job = ns.api().get("nightly-now").await.unwrap();
+    assert_eq!(
+        job.annotations()
+            .get("cronjob.kubernetes.io/instantiate")
+            .map(String::as_str),
+        Some("manual")
+    );
+    assert_eq!(job.labels().get("team").map(String::as_str), Some("cli"));
+    let owner = &job.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("AdvancedCronJob", "nightly")
+    );
+    let err = refused(&ns, &["create", "job", "x", "--from=cloneset/app"]).await;
+    assert!(
+        err.ends_with("--from must be an advancedcronjob, not clonesets.apps.kruise.io"),
+        "{err}"
+    );
+
     // Errors a user sees.
     let err = refused(&ns, &["rollout", "status", "statefulset/x"]).await;
     assert!(
