@@ -247,7 +247,7 @@ pub struct MutateArgs {
 #[derive(Debug, Args)]
 pub struct SetImageArgs {
     /// TYPE/NAME (or TYPE NAME), then CONTAINER=IMAGE pairs.
-    #[arg(required = true, num_args = 2..)]
+    #[arg(required = true, num_args = 1..)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub out: OutputArgs,
@@ -256,7 +256,7 @@ pub struct SetImageArgs {
 #[derive(Debug, Args)]
 pub struct SetEnvArgs {
     /// TYPE/NAME (or TYPE NAME), then KEY=VALUE to set and KEY- to remove.
-    #[arg(required = true, num_args = 2.., allow_hyphen_values = true)]
+    #[arg(required = true, num_args = 1..)]
     pub args: Vec<String>,
     /// The container to change (`*`: every container).
     #[arg(short = 'c', long, default_value = "*")]
@@ -285,7 +285,7 @@ pub struct SetResourcesArgs {
 #[derive(Debug, Args)]
 pub struct SetServiceAccountArgs {
     /// TYPE/NAME (or TYPE NAME), then the service account.
-    #[arg(required = true, num_args = 2..)]
+    #[arg(required = true, num_args = 1..)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub out: OutputArgs,
@@ -528,8 +528,13 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
             .await
         }
         Command::Set(SetCommand::Serviceaccount(args)) => {
-            let Some((account, resources)) = args.args.split_last() else {
-                return Err(Error::Usage("a service account name is required".into()));
+            let (account, resources) = match args.args.split_last() {
+                Some((account, resources)) if !resources.is_empty() => (account, resources),
+                _ => {
+                    return Err(Error::Usage(
+                        "TYPE/NAME and a service account name are required".into(),
+                    ));
+                }
             };
             patch_each(
                 &session,
