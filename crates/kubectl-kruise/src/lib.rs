@@ -184,7 +184,7 @@ pub struct OutputArgs {
     pub output: Option<Output>,
     /// none: send; client: print what would be sent, send nothing; server: the API server
     /// checks and answers without storing.
-    #[arg(long, value_enum, default_value_t = DryRun::None, num_args = 0..=1, default_missing_value = "client")]
+    #[arg(long, value_enum, default_value_t = DryRun::None, num_args = 0..=1, require_equals = true, default_missing_value = "client")]
     pub dry_run: DryRun,
 }
 
@@ -988,4 +988,64 @@ async fn create_object(
         Some(Output::Yaml) => write!(out, "{}", yaml(&created))?,
     }
     Ok(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_may_come_between_arguments() {
+        let cli = Cli::try_parse_from([
+            "kubectl-kruise",
+            "set",
+            "env",
+            "cloneset/a",
+            "-c",
+            "nginx",
+            "K=V",
+            "X-",
+            "-n",
+            "ns",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.namespace.as_deref(), Some("ns"));
+        let Command::Set(SetCommand::Env(args)) = cli.command else {
+            panic!("set env");
+        };
+        assert_eq!(args.args, ["cloneset/a", "K=V", "X-"]);
+        assert_eq!(args.containers, "nginx");
+        let cli = Cli::try_parse_from([
+            "kubectl-kruise",
+            "rollout",
+            "status",
+            "cloneset",
+            "a",
+            "--watch=false",
+            "--dry-run",
+        ]);
+        assert!(cli.is_err(), "status has no --dry-run");
+        let cli = Cli::try_parse_from([
+            "kubectl-kruise",
+            "rollout",
+            "pause",
+            "cloneset/a",
+            "--dry-run",
+        ])
+        .unwrap();
+        let Command::Rollout(RolloutCommand::Pause(args)) = cli.command else {
+            panic!("pause");
+        };
+        assert_eq!(
+            args.out.dry_run,
+            DryRun::Client,
+            "a bare --dry-run is client, as kubectl's"
+        );
+    }
 }
