@@ -136,13 +136,6 @@ pub fn diff(
                 "the Pod QoS class changes from {from} to {to}: resources can not be resized in place"
             )));
         }
-        if let Some(container) =
-            crate::resources::memory_limit_lowered_without_restart(&old_spec, &new_spec)
-        {
-            return Err(NotInPlace(format!(
-                "container {container} lowers its memory limit without resizePolicy RestartContainer for memory: Kubernetes refuses that resize"
-            )));
-        }
     }
     let (_, old_images) = mask_images(&old_spec);
     for (name, image) in &new_images {

@@ -222,38 +222,6 @@ pub fn restarts_a_container(pod: &Pod, changes: &ResourceChanges) -> bool {
     })
 }
 
-/// The first container whose memory limit goes down while its `resizePolicy` for memory is
-/// not `RestartContainer`, if any. Kubernetes 1.33 refuses such a resize ("memory limits
-/// cannot be decreased unless resizePolicy is RestartContainer", k8s.io/kubernetes v1.33
-/// pkg/apis/core/validation/validation.go), so the Pod is recreated instead of being left out of service
-/// retrying a resize that can never be accepted.
-pub fn memory_limit_lowered_without_restart(old_spec: &Value, new_spec: &Value) -> Option<String> {
-    let limit = |c: &Value| {
-        c.pointer("/resources/limits/memory")
-            .and_then(Value::as_str)
-            .and_then(|q| kruise_api::quantity::parse(q).ok())
-    };
-    let old_cs = old_spec.get("containers").and_then(Value::as_array)?;
-    let new_cs = new_spec.get("containers").and_then(Value::as_array)?;
-    new_cs.iter().find_map(|new_c| {
-        let name = new_c.get("name").and_then(Value::as_str)?;
-        let old_c = old_cs
-            .iter()
-            .find(|c| c.get("name").and_then(Value::as_str) == Some(name))?;
-        let (old_l, new_l) = (limit(old_c)?, limit(new_c)?);
-        let restarts = new_c
-            .get("resizePolicy")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|p| {
-                p.get("resourceName").and_then(Value::as_str) == Some("memory")
-                    && p.get("restartPolicy").and_then(Value::as_str) == Some("RestartContainer")
-            });
-        (new_l < old_l && !restarts).then(|| name.to_string())
-    })
-}
-
 /// Two quantities name the same amount (`1` and `1000m`).
 fn same(a: &str, b: &str) -> bool {
     match (
@@ -275,39 +243,6 @@ mod tests {
 
     fn spec(containers: Value) -> Value {
         json!({ "containers": containers })
-    }
-
-    #[test]
-    fn a_lowered_memory_limit_needs_a_restart_policy() {
-        let with = |limit: &str, policy: Option<&str>| {
-            let mut c = json!({"name": "app", "resources": {"limits": {"memory": limit}}});
-            if let Some(p) = policy {
-                c["resizePolicy"] = json!([{"resourceName": "memory", "restartPolicy": p}]);
-            }
-            spec(json!([c]))
-        };
-        let old = with("1Gi", None);
-        assert_eq!(
-            memory_limit_lowered_without_restart(&old, &with("512Mi", None)).as_deref(),
-            Some("app")
-        );
-        assert_eq!(
-            memory_limit_lowered_without_restart(&old, &with("512Mi", Some("NotRequired")))
-                .as_deref(),
-            Some("app")
-        );
-        assert_eq!(
-            memory_limit_lowered_without_restart(&old, &with("512Mi", Some("RestartContainer"))),
-            None
-        );
-        assert_eq!(
-            memory_limit_lowered_without_restart(&old, &with("2Gi", None)),
-            None
-        );
-        assert_eq!(
-            memory_limit_lowered_without_restart(&old, &with("1024Mi", None)),
-            None
-        );
     }
 
     #[test]
