@@ -14,7 +14,9 @@
 //! 2. While the Pod is being updated in place (`InPlaceUpdateReady=False`: the workload
 //!    controller set it before writing the new labels), a running container whose recorded
 //!    hash differs from the hash of the Pod's current metadata is stopped through the CRI
-//!    (`StopContainer` with the Pod's grace period); the kubelet starts it again with the
+//!    (`StopContainer` with the Pod's grace period), 3 s after the agent first sees it so
+//!    (as upstream's restart queue waits: the kubelet must have the new metadata by the
+//!    time it restarts the container); the kubelet starts it again with the
 //!    new values, the new container ID is read and recorded, and the workload controller,
 //!    seeing the recorded hash equal the expected one, completes the update.
 //!
@@ -27,9 +29,9 @@
 //! The watch is node-scoped (field selector `spec.nodeName=<node>`) and, with
 //! `KRUISE_WATCH_NAMESPACE`, namespace-scoped too (tests running side by side).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, ObjectReference, Pod};
@@ -50,6 +52,13 @@ use crate::error::Error;
 const EXEC_TIMEOUT_SECONDS: i64 = 3;
 /// Retry after a container's env could not be read (it may be starting).
 const READ_RETRY: Duration = Duration::from_secs(3);
+/// How long a container whose env is stale waits before it is stopped. The kubelet must
+/// have seen the Pod's new labels/annotations by then, or it restarts the container with
+/// the old values (a `fieldRef` is resolved when the container is created) and a second
+/// stop follows. OpenKruise's kruise-daemon waits the same 3 s: its restart queue's first
+/// rate-limited delay (openkruise/kruise v1.9.0
+/// pkg/daemon/containermeta/container_meta_controller.go, `NewItemExponentialFailureRateLimiter(3*time.Second, …)`).
+const STOP_DELAY: Duration = Duration::from_secs(3);
 /// The grace period when the Pod sets none (the Pod default).
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
@@ -197,6 +206,13 @@ pub fn plan(
     MetaPlan { set, stop }
 }
 
+/// How long a stop seen first at `first_seen` still waits at `now` ([`STOP_DELAY`]);
+/// `None`: stop now.
+pub fn stop_wait(first_seen: Instant, now: Instant) -> Option<Duration> {
+    let waited = now.saturating_duration_since(first_seen);
+    (waited < STOP_DELAY).then(|| STOP_DELAY - waited)
+}
+
 /// `containerd://abc` → `abc` (the CRI's container ID).
 pub fn runtime_id(container_id: &str) -> &str {
     container_id
@@ -214,6 +230,8 @@ struct Context {
     /// Containers stopped by this agent: stopped once, even while they take their grace
     /// period to exit and the Pod changes meanwhile.
     stopped: Mutex<HashSet<String>>,
+    /// Containers found with a stale env, and when: stopped [`STOP_DELAY`] later.
+    stale_since: Mutex<HashMap<String, Instant>>,
 }
 
 /// Starts the loop for the Pods of `node` (its Pod cache a readiness check at once),
@@ -229,6 +247,7 @@ pub fn spawn(runtime: &Runtime, cri: Cri, node: &str) -> tokio::task::JoinHandle
         client: runtime.client.clone(),
         events: runtime.events(),
         stopped: Mutex::new(HashSet::new()),
+        stale_since: Mutex::new(HashMap::new()),
         pods,
     });
     let config = ControllerConfig::default()
@@ -296,7 +315,25 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if recorded.as_ref() != Some(&plan.set) {
         record(&ctx, &pod, &plan.set).await?;
     }
+    let mut wait: Option<Duration> = None;
     for stop in &plan.stop {
+        let now = Instant::now();
+        let left = ctx
+            .stale_since
+            .lock()
+            .map(|mut seen| {
+                // Bounded: container IDs are never reused, old ones only take room.
+                if seen.len() > 4096 {
+                    seen.clear();
+                }
+                let first_seen = *seen.entry(stop.container_id.clone()).or_insert(now);
+                stop_wait(first_seen, now)
+            })
+            .unwrap_or(None);
+        if let Some(left) = left {
+            wait = Some(wait.map_or(left, |w| w.min(left)));
+            continue;
+        }
         let first = ctx
             .stopped
             .lock()
@@ -312,10 +349,11 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
             stop_container(&ctx, &pod, stop).await?;
         }
     }
-    Ok(if unread {
-        Action::requeue(READ_RETRY)
-    } else {
-        Action::await_change()
+    Ok(match (wait, unread) {
+        (Some(w), true) => Action::requeue(w.min(READ_RETRY)),
+        (Some(w), false) => Action::requeue(w),
+        (None, true) => Action::requeue(READ_RETRY),
+        (None, false) => Action::await_change(),
     })
 }
 
@@ -404,6 +442,18 @@ mod tests {
     fn env_hash(value: &str) -> u64 {
         let p = pod(value, false, json!([]));
         envhash::expected_hash(&p.spec.unwrap().containers[0], &p.metadata)
+    }
+
+    #[test]
+    fn a_stale_container_is_stopped_three_seconds_after_it_is_seen() {
+        let seen = Instant::now();
+        assert_eq!(stop_wait(seen, seen), Some(Duration::from_secs(3)));
+        assert_eq!(
+            stop_wait(seen, seen + Duration::from_secs(1)),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(stop_wait(seen, seen + Duration::from_secs(3)), None);
+        assert_eq!(stop_wait(seen, seen + Duration::from_secs(60)), None);
     }
 
     #[test]
