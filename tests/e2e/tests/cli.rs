@@ -449,7 +449,7 @@ spec:
             "create",
             "crr",
             "r1",
-            &format!("--pod={}", after.keys().next().unwrap()),
+            &format!("--pod={}", pods(&ns, "app").await.keys().next().unwrap()),
             "--dry-run=client",
             "-o",
             "yaml",
