@@ -133,6 +133,38 @@ fn set_container_field(ops: &mut Vec<Value>, path: &str, name: &str, field: &str
     ops.push(json!({"op": "add", "path": format!("{path}/{field}"), "value": value}));
 }
 
+/// A JSON patch that gives `field` of each container `selector` picks the value `edit`
+/// makes of its current one (`Null` when unset); containers left as they were get no op.
+/// None picked: refused, as kubectl does.
+fn edit_selected(
+    obj: &Value,
+    base: &str,
+    selector: &str,
+    field: &str,
+    edit: impl Fn(Value) -> Value,
+) -> Result<Value> {
+    let mut ops = Vec::new();
+    let mut any = false;
+    for (path, c) in containers_at(obj, base) {
+        let name = container_name(&c);
+        if !selected(selector, name) {
+            continue;
+        }
+        any = true;
+        let before = c.get(field).cloned().unwrap_or(Value::Null);
+        let after = edit(before.clone());
+        if after != before {
+            set_container_field(&mut ops, &path, name, field, after);
+        }
+    }
+    if !any {
+        return Err(Error::Refused(format!(
+            "unable to find container named {selector:?}"
+        )));
+    }
+    Ok(Value::Array(ops))
+}
+
 /// `-c/--containers`: `*` (every container) or one name.
 fn selected(selector: &str, name: &str) -> bool {
     selector == "*" || selector == name
@@ -205,20 +237,8 @@ pub fn set_env_patch(
     selector: &str,
 ) -> Result<Value> {
     let base = pod_spec_pointer(target, obj, "set env")?;
-    let mut ops = Vec::new();
-    let mut any = false;
-    for (path, c) in containers_at(obj, base) {
-        let name = container_name(&c);
-        if !selected(selector, name) {
-            continue;
-        }
-        any = true;
-        let mut env: Vec<Value> = c
-            .get("env")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let before = env.clone();
+    edit_selected(obj, base, selector, "env", |current| {
+        let mut env: Vec<Value> = current.as_array().cloned().unwrap_or_default();
         for change in changes {
             match change {
                 EnvChange::Set(k, v) => {
@@ -236,16 +256,12 @@ pub fn set_env_patch(
                 }
             }
         }
-        if env != before {
-            set_container_field(&mut ops, &path, name, "env", Value::Array(env));
+        if env.is_empty() && current.is_null() {
+            current
+        } else {
+            Value::Array(env)
         }
-    }
-    if !any {
-        return Err(Error::Refused(format!(
-            "unable to find container named {selector:?}"
-        )));
-    }
-    Ok(Value::Array(ops))
+    })
 }
 
 /// `--limits`/`--requests` of `set resources`: `cpu=200m,memory=512Mi`.
@@ -273,16 +289,12 @@ pub fn set_resources_patch(
         return Err(Error::Usage("--limits or --requests is required".into()));
     }
     let base = pod_spec_pointer(target, obj, "set resources")?;
-    let mut ops = Vec::new();
-    let mut any = false;
-    for (path, c) in containers_at(obj, base) {
-        let name = container_name(&c);
-        if !selected(selector, name) {
-            continue;
-        }
-        any = true;
-        let mut resources = c.get("resources").cloned().unwrap_or_else(|| json!({}));
-        let before = resources.clone();
+    edit_selected(obj, base, selector, "resources", |current| {
+        let mut resources = if current.is_object() {
+            current
+        } else {
+            json!({})
+        };
         for (section, wanted) in [("limits", limits), ("requests", requests)] {
             if wanted.is_empty() {
                 continue;
@@ -295,16 +307,8 @@ pub fn set_resources_patch(
                 map.extend(wanted.clone());
             }
         }
-        if resources != before {
-            set_container_field(&mut ops, &path, name, "resources", resources);
-        }
-    }
-    if !any {
-        return Err(Error::Refused(format!(
-            "unable to find container named {selector:?}"
-        )));
-    }
-    Ok(Value::Array(ops))
+        resources
+    })
 }
 
 /// `set serviceaccount`: the Pod spec's `serviceAccountName`.
