@@ -15,7 +15,12 @@ state=${KRUISE_LOCAL_DIR:-$root/.local}
 mkdir -p .local/logs
 started=$SECONDS
 
-step() { echo "== $* ($((SECONDS - started))s)"; }
+# Each step line says how much disk is left: CI runs on a fresh clone on a machine with other
+# work's build trees beside it, and a full disk otherwise shows only as a failing build later.
+step() { echo "== $* ($((SECONDS - started))s, $(df -h --output=avail . | tail -1 | tr -d ' ') free)"; }
+# A fresh clone (CI) never reads cargo's incremental state again: several GB under
+# target/debug/incremental for nothing.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
 real_node=${KRUISE_REAL_NODE:-}
 if [ -z "$real_node" ]; then

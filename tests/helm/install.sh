@@ -50,6 +50,14 @@ log() { echo "helm-test: $*" >&2; }
 helm_bin=$(tests/helm/build.sh)
 # The symlink to deploy/crds is by design (files/crds): Helm's notice about it is noise.
 helm() { "$helm_bin" "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
+# Namespaces stuck Terminating, with the conditions the namespace controller gives for them
+# (what it cannot delete, and why): the objects the uninstall guard counts there.
+stuck_namespaces() {
+  "$(tests/cluster/cluster.sh bin)/kubectl" get namespaces -o json | jq -r '.items[]
+    | select(.status.phase == "Terminating")
+    | "terminating: \(.metadata.name): " + ([.status.conditions[]? | select(.status == "True")
+        | "\(.type): \(.message)"] | join("; "))' >&2 || true
+}
 phase() { # the typed assertions of one phase (tests/helm/tests/install.rs)
   KRUISE_HELM_INSTALL=1 HELM_TEST_DIR=$dir cargo test -p kruise-helm-tests --quiet --test install -- \
     --ignored --exact --test-threads=1 "$1"
@@ -172,7 +180,12 @@ if ! "$helm_bin" uninstall "$release" -n "$release_ns" --wait --timeout 5m >"$di
   if [ "${HELM_TEST_SCOPE:-all}" = minimal ] && grep -q 'refusing to uninstall' "$dir/uninstall.txt" &&
     ! grep -qE '(^|[ ,])helm-test/' "$dir/uninstall.txt"; then
     log "the guard refused for objects other tests left behind (above); uninstalling with --no-hooks"
-    helm uninstall "$release" -n "$release_ns" --wait --timeout 5m --no-hooks
+    stuck_namespaces
+    # Without --wait: the objects left behind sit in namespaces that do not finish
+    # terminating, and Helm's wait then ran into its 5-minute timeout in CI ("context deadline
+    # exceeded") while our own namespace terminated behind them. What uninstalling must remove is
+    # checked by the `uninstalled` phase below.
+    helm uninstall "$release" -n "$release_ns" --no-hooks
   else
     log "FAIL: helm uninstall after the CloneSet is gone"
     exit 1
