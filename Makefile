@@ -16,7 +16,7 @@ E2E_THREADS ?= 6
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
-.PHONY: chaos migration-test
+.PHONY: chaos migration-test schema-parity
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -56,6 +56,10 @@ lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 	$$(tests/helm/build.sh) lint --strict deploy/helm/kruise-rs
+	@tests/schema-parity/run.sh
+
+schema-parity: ## our CRDs against OpenKruise v1.9.0's, field by field (tests/schema-parity; part of lint)
+	@tests/schema-parity/run.sh
 
 unit: deps ## unit and property tests (no cluster)
 	cargo test --workspace --exclude kruise-e2e --quiet
