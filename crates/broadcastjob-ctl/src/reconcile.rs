@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kruise_api::apps_v1alpha1::BroadcastJob;
+use kruise_runtime::api_error::is_not_found;
 use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -41,7 +42,7 @@ pub async fn reconcile(job: Arc<BroadcastJob>, ctx: Arc<Context>) -> Result<Acti
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
         return Ok(Action::await_change());

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kruise_api::apps_v1alpha1::{AdvancedCronJob, BroadcastJob, TemplateKind};
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -72,7 +73,7 @@ pub async fn reconcile(cron: Arc<AdvancedCronJob>, ctx: Arc<Context>) -> Result<
         match created {
             Ok(()) => tracing::info!(child = %name, "created the tick's child"),
             // The name is the tick's: it exists, so this tick already ran.
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) if is_conflict(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -98,7 +99,7 @@ async fn delete_child(ctx: &Context, ns: &str, child: &ObjectReference) {
     };
     match result {
         Ok(()) => tracing::info!(child = %name, "deleted"),
-        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) if is_not_found(&e) => {}
         Err(e) => tracing::warn!(child = %name, error = %e, "could not delete"),
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::ContainerRecreateRequest;
 use kruise_api::keys;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::ObjectRef;
@@ -72,7 +73,7 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
                 };
                 match crrs.delete(&name, &params).await {
                     Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) if is_not_found(&e) => {}
                     Err(e) => return Err(e.into()),
                 }
                 tracing::info!(crr = %name, "deleted: ttlSecondsAfterFinished has passed");
@@ -137,7 +138,7 @@ pub async fn reconcile(crr: Arc<ContainerRecreateRequest>, ctx: Arc<Context>) ->
 fn fresh(written: kube::Result<ContainerRecreateRequest>) -> Result<Option<Option<String>>> {
     match written {
         Ok(crr) => Ok(Some(crr.resource_version())),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) if is_conflict(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

@@ -24,6 +24,7 @@ use kruise_api::apps_v1alpha1::{
     ContainerRecreateRequestStrategy,
 };
 use kruise_api::keys;
+use kruise_runtime::api_error::is_conflict;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::ObjectRef;
@@ -255,7 +256,7 @@ pub async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Requeue> {
         .await
     {
         Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => return Ok(Requeue::await_change()),
+        Err(e) if is_conflict(&e) => return Ok(Requeue::await_change()),
         Err(e) => return Err(e.into()),
     }
     // Worded as upstream's (a Go slice printed with %v: `[a b]`).

@@ -10,6 +10,7 @@ use kruise_api::apps_v1alpha1::{
     ImageListPullJob, ImagePullJob, ImagePullJobCompletionPolicyType, NodeImage, ReferenceObject,
 };
 use kruise_api::keys;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kruise_runtime::apply_status;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -25,12 +26,9 @@ use crate::{CONTROLLER_NAME, Context};
 /// too; this bounds a missed one).
 const RUNNING_RESYNC: Duration = Duration::from_secs(30);
 
-fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
+/// The object changed (409) or went (404) since it was read.
 fn conflict_or_gone(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409)
+    is_not_found(e) || is_conflict(e)
 }
 
 /// `<namespace>/<name>` of a job, the form the secret references use.
@@ -149,7 +147,7 @@ async fn copy_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
             // node would pull without the credentials and fail "unauthorized".
             match copies.create(&PostParams::default(), &secret).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if is_conflict(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -207,7 +205,7 @@ async fn release_secrets(ctx: &Context, j: &ImagePullJob) -> Result<()> {
         };
         match result {
             Ok(()) => {}
-            Err(e) if not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -234,7 +232,7 @@ async fn set_finalizer(api: &Api<ImagePullJob>, j: &ImagePullJob, on: bool) -> R
         .await
     {
         Ok(_) => Ok(()),
-        Err(e) if not_found(&e) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -314,7 +312,7 @@ pub async fn reconcile_job(j: Arc<ImagePullJob>, ctx: Arc<Context>) -> Result<Ac
     if plan.delete {
         match api.delete(&j.name_any(), &DeleteParams::background()).await {
             Ok(_) => {}
-            Err(e) if not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
         return Ok(Action::await_change());
@@ -343,7 +341,7 @@ pub async fn reconcile_list(l: Arc<ImageListPullJob>, ctx: Arc<Context>) -> Resu
     if plan.delete_self {
         match api.delete(&l.name_any(), &DeleteParams::background()).await {
             Ok(_) => {}
-            Err(e) if not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
         return Ok(Action::await_change());
@@ -351,7 +349,7 @@ pub async fn reconcile_list(l: Arc<ImageListPullJob>, ctx: Arc<Context>) -> Resu
     for name in &plan.delete {
         match jobs.delete(name, &DeleteParams::background()).await {
             Ok(_) => {}
-            Err(e) if not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use kruise_api::pod::PodView;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PodUnavailableBudgetStatus, PubOperation};
+use kruise_runtime::api_error::is_conflict;
 use kruise_runtime::{FeatureGates, gates};
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -90,7 +91,7 @@ pub async fn spend(
                     written: Some(Box::new(written)),
                 });
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(e) if is_conflict(&e) => {
                 tracing::debug!(attempt, pub_ = %pub_name, pod, "pub status conflict; reading again");
                 if attempt + 1 == WRITE_ATTEMPTS {
                     break;

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::admin::Readiness;
+use crate::api_error::{is_conflict, is_not_found};
 use crate::metrics::Metrics;
 
 /// How a controller decides whether to run.
@@ -269,14 +270,14 @@ impl OwnLease {
             .patch(&self.name, &self.params, &Patch::Merge(&patch))
             .await
         {
-            Err(kube::Error::Api(e)) if e.code == 404 => {
+            Err(e) if is_not_found(&e) => {
                 let mut lease = Lease::default();
                 lease.metadata.name = Some(self.name.clone());
                 lease.metadata.annotations =
                     Some([(BLOCKED_BY.to_string(), why.to_string())].into());
                 match self.api.create(&PostParams::default(), &lease).await {
                     // Another candidate created it meanwhile.
-                    Err(kube::Error::Api(e)) if e.code == 409 => self
+                    Err(e) if is_conflict(&e) => self
                         .api
                         .patch(&self.name, &self.params, &Patch::Merge(&patch))
                         .await

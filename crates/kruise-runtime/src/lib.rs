@@ -5,6 +5,7 @@
 //! the readiness checks behind `/readyz`, the feature gates and the shutdown signal.
 
 pub mod admin;
+pub mod api_error;
 pub mod cache;
 pub mod client;
 pub mod events;

@@ -28,6 +28,7 @@ use tokio_util::compat::FuturesAsyncReadCompatExt;
 use tokio_util::io::SyncIoBridge;
 
 use crate::Error as ListWatchError;
+use crate::api_error::is_gone;
 
 /// Pauses between retries of a failed list or watch: 50 ms, doubling up to 30 s, each
 /// with up to 25% random jitter; reset by a success. kube's default starts at 800 ms,
@@ -350,7 +351,7 @@ where
     };
     let stream = match api.watch(&params, &version).await {
         Ok(stream) => stream,
-        Err(kube::Error::Api(s)) if s.code == 410 => return WatchEnd::Relist,
+        Err(e) if is_gone(&e) => return WatchEnd::Relist,
         Err(err) => return WatchEnd::Failed(version, ListWatchError::Watch(err)),
     };
     let mut stream = std::pin::pin!(stream);

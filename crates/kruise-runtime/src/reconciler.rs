@@ -32,6 +32,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
 
+use crate::api_error::{is_conflict, is_not_found};
 use crate::cache::{Cache, key};
 use crate::instruments::{Backoff, Instruments};
 use crate::metrics::Metrics;
@@ -90,10 +91,12 @@ pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
 
 /// Labels for the API errors every controller meets.
 pub fn kube_error_label(e: &kube::Error) -> &'static str {
-    match e {
-        kube::Error::Api(s) if s.code == 409 => "conflict",
-        kube::Error::Api(s) if s.code == 404 => "not_found",
-        _ => "kube",
+    if is_conflict(e) {
+        "conflict"
+    } else if is_not_found(e) {
+        "not_found"
+    } else {
+        "kube"
     }
 }
 

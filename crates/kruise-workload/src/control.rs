@@ -8,6 +8,7 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod as NewPod;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim};
 use kruise_api::pod::Pod;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kruise_runtime::{Events, Metrics};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
@@ -164,17 +165,17 @@ impl PodControl {
             let params = PatchParams::default();
             return match api.patch(&name, &params, &Patch::Json::<()>(json)).await {
                 Ok(p) => Ok(p.resource_version()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                Err(e) if is_not_found(&e) => Ok(None),
                 Err(e) => Err(e),
             };
         }
         match send(patch).await {
             Ok(p) => Ok(p.resource_version()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-            Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) if is_conflict(&e) => {
                 let fresh = api.get(&name).await?;
                 if !same_but_status(&fresh, pod) {
-                    return Err(kube::Error::Api(s));
+                    return Err(e);
                 }
                 let mut patch = patch.clone();
                 if let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -204,7 +205,7 @@ impl PodControl {
             .await
         {
             Ok(p) => Ok(p.resource_version()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -231,7 +232,7 @@ impl PodControl {
                 self.count("resized");
                 Ok(p.resource_version())
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -296,7 +297,7 @@ impl PodControl {
                 );
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
             Err(err) => {
                 self.events.warning(
                     owner,
@@ -330,7 +331,7 @@ impl PodControl {
                 }
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(e) if is_conflict(&e) => Ok(()),
             Err(err) => {
                 self.events.warning(
                     owner,
@@ -365,7 +366,7 @@ impl PodControl {
                 self.count("pvc_updated");
                 Ok(patched.resource_version())
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) if is_not_found(&e) => Ok(None),
             Err(err) => {
                 self.events.warning(
                     owner,
@@ -396,7 +397,7 @@ impl PodControl {
                 self.count("pvc_deleted");
                 Ok(())
             }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
             Err(err) => {
                 self.events.warning(
                     owner,

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_api::keys;
 use kruise_api::pod::Pod;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -120,7 +121,7 @@ pub async fn sync(
                     all.push(created.clone());
                     break created;
                 }
-                Err(kube::Error::Api(s)) if s.code == 409 => {
+                Err(e) if is_conflict(&e) => {
                     let existing = api.get(&candidate.name_any()).await?;
                     if equal_data(&existing, data) {
                         all.push(existing.clone());
@@ -182,7 +183,7 @@ pub async fn truncate_history(
     let api: Api<ControllerRevision> = Api::namespaced(client.clone(), namespace);
     for r in revision::history_to_prune(&refs, limit, &|name| live.contains(name)) {
         match api.delete(&r.name_any(), &DeleteParams::default()).await {
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e),
             Ok(_) => {}
         }

@@ -26,6 +26,7 @@ use kruise_api::apps_v1alpha1::{
 use kruise_api::intstr::{self, Rounding};
 use kruise_api::keys;
 use kruise_runtime::Events;
+use kruise_runtime::api_error::is_conflict;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -276,7 +277,7 @@ pub async fn apply(
                         keys::EVENT_CREATED_IMAGE_PULL_JOB,
                         format!("created ImagePullJob {name} for image: {}", job.spec.image),
                     ),
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) if is_conflict(&e) => {}
                     Err(e) => {
                         events.normal(
                             owner,

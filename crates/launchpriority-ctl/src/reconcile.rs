@@ -11,6 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_api::keys;
+use kruise_runtime::api_error::is_conflict;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -71,7 +72,7 @@ async fn carry_out(
         match barriers.create(&PostParams::default(), &cm).await {
             Ok(_) => tracing::info!(pod = %name, ?keys, "barrier created"),
             // Created by a reconcile whose Pod event we have not seen yet: read it again.
-            Err(kube::Error::Api(e)) if e.code == 409 => {
+            Err(e) if is_conflict(&e) => {
                 return Ok(Action::requeue(std::time::Duration::from_millis(200)));
             }
             Err(e) => return Err(e.into()),

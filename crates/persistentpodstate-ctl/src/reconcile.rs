@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kruise_api::apps_v1alpha1::PersistentPodState;
 use kruise_api::apps_v1alpha1::workloadspread::TargetReference;
 use kruise_api::apps_v1beta1::StatefulSet as AdvancedStatefulSet;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -202,7 +203,7 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
             match api.create(&PostParams::default(), &pps).await {
                 Ok(_) => tracing::info!("generated PersistentPodState"),
                 // The cache had not shown our last create yet.
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) if is_conflict(&e) => {}
                 Err(kube::Error::Api(s)) if s.code == 422 => refused(&s),
                 Err(e) => return Err(e.into()),
             }
@@ -239,7 +240,7 @@ async fn generate(workload: Workload<'_>, ctx: &Context) -> Result<Action> {
             };
             match api.delete(&name, &params).await {
                 Ok(_) => tracing::info!("deleted the generated PersistentPodState"),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_api::apps_v1alpha1::{
     NodePodProbe, NodePodProbeSpec, POD_PROBE_MARKER_FINALIZER, PodProbeMarker,
 };
+use kruise_runtime::api_error::{is_already_exists, is_not_found};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action as Requeue;
@@ -19,14 +20,6 @@ use tokio::sync::Notify;
 use crate::error::Result;
 use crate::plan::{self, Action, World};
 use crate::{CONTROLLER_NAME, Context};
-
-fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-fn already_exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
-}
 
 fn has_finalizer(marker: &PodProbeMarker) -> bool {
     marker
@@ -61,7 +54,7 @@ async fn set_finalizer(api: &Api<PodProbeMarker>, marker: &PodProbeMarker, on: b
         )
         .await
     {
-        Err(e) if not_found(&e) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         other => other.map(|_| ()).map_err(Into::into),
     }
 }
@@ -217,7 +210,7 @@ async fn execute(ctx: &Context, action: &Action) -> Result<()> {
                 status: None,
             };
             match node_probes.create(&PostParams::default(), &npp).await {
-                Err(e) if already_exists(&e) => Ok(()),
+                Err(e) if is_already_exists(&e) => Ok(()),
                 other => other.map(|_| ()).map_err(Into::into),
             }
         }
@@ -230,7 +223,7 @@ async fn execute(ctx: &Context, action: &Action) -> Result<()> {
                 ..Default::default()
             };
             match node_probes.delete(name, &params).await {
-                Err(e) if not_found(&e) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
                 other => other.map(|_| ()).map_err(Into::into),
             }
         }
@@ -244,7 +237,7 @@ async fn execute(ctx: &Context, action: &Action) -> Result<()> {
                 .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
             {
-                Err(e) if not_found(&e) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
                 other => other.map(|_| ()).map_err(Into::into),
             }
         }
@@ -260,7 +253,7 @@ async fn execute(ctx: &Context, action: &Action) -> Result<()> {
                 )
                 .await
             {
-                Err(e) if not_found(&e) => Ok(()),
+                Err(e) if is_not_found(&e) => Ok(()),
                 other => other.map(|_| ()).map_err(Into::into),
             }
         }

@@ -26,12 +26,4 @@ impl kruise_runtime::ReconcileError for Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The apiserver said 409: someone wrote the object since we read it.
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// The apiserver said 404.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
+pub use kruise_runtime::api_error::{is_conflict, is_not_found};

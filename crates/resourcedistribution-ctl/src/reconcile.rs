@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::ResourceDistribution;
 use kruise_api::keys;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
 use kube::discovery::ApiResource;
 use kube::runtime::controller::Action;
@@ -185,7 +186,7 @@ async fn write_copy(
                 as_object(object).map_err(|_| keys::RD_CONDITION_CREATE_RESOURCE_FAILED)?;
             match api.create(&PostParams::default(), &object).await {
                 Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => {
+                Err(e) if is_conflict(&e) => {
                     let existing = api
                         .get_opt(source.name())
                         .await
@@ -248,7 +249,7 @@ async fn delete_copies(
         };
         match api.delete(&d.name, &params).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => {
                 tracing::warn!(namespace = %d.namespace, error = %e, "deleting a copy failed");
                 Err(())

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_api::apps_v1alpha1::{SidecarSet, SidecarSetSpec};
 use kruise_api::keys;
+use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -229,7 +230,7 @@ pub async fn sync(
             loop {
                 match api.create(&PostParams::default(), &revision).await {
                     Ok(_) => break,
-                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                    Err(e) if is_conflict(&e) => {
                         let existing = api.get(&revision.name_any()).await?;
                         if existing.data == revision.data {
                             break;
@@ -280,7 +281,7 @@ pub async fn sync(
     for name in &plan.prune {
         match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }

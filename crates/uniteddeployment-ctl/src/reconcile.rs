@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_api::keys;
+use kruise_runtime::api_error::is_not_found;
 use kruise_workload::expectations::Expected;
 use kruise_workload::history::{self, RevisionSource};
 use kruise_workload::revision;
@@ -293,7 +294,7 @@ async fn carry_out(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => {
                     return Err((
                         REASON_DELETE_SUBSET_FAILED,
@@ -339,7 +340,7 @@ async fn label_pod(
             tracing::info!(pod = %label.pod, reserved = label.reserved, "labelled pod");
             Ok(())
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

@@ -27,14 +27,6 @@ impl kruise_runtime::ReconcileError for Error {
     }
 }
 
-/// A 409 Conflict (a write on a stale resourceVersion).
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// A 404 Not Found.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
+pub use kruise_runtime::api_error::{is_conflict, is_not_found};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

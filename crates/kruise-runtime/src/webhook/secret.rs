@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use super::certs::{Authority, CA_FILE, CERT_FILE, KEY_FILE, Serving};
 use super::generated::Generated;
 use crate::Error;
+use crate::api_error::is_conflict;
 
 /// The key replicas read; the others are written for inspection.
 pub(crate) const STATE_KEY: &str = "state.json";
@@ -100,7 +101,7 @@ impl KubeStore {
 
     fn error(&self, verb: &str, err: kube::Error) -> StoreError {
         match err {
-            kube::Error::Api(status) if status.code == 409 => StoreError::Conflict,
+            e if is_conflict(&e) => StoreError::Conflict,
             // Deleted since we read it: the next read tells.
             kube::Error::Api(status) if verb == "update" && status.code == 404 => {
                 StoreError::Conflict

@@ -11,6 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::keys;
+use kruise_runtime::api_error::is_conflict;
 use kruise_runtime::webhook::config::{rule, validating_configuration, validating_webhook};
 use kruise_runtime::webhook::field::{
     FieldError, deny_forbidden, invalid, invalid_detail, required,
@@ -221,7 +222,7 @@ async fn dry_run_error(
     };
     match api.create(&params, &object).await {
         Ok(_) => None,
-        Err(kube::Error::Api(s)) if s.code == 409 => None,
+        Err(e) if is_conflict(&e) => None,
         Err(e) => Some(invalid_detail(
             "spec.resource",
             format!("resource is invalid, err: {e}"),

@@ -44,6 +44,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{InjectWorkloadSpread, WorkloadSpread, WorkloadSpreadStatus};
 use kruise_api::keys;
 use kruise_ordering::predicates;
+use kruise_runtime::api_error::is_not_found;
 use kruise_runtime::webhook::config::{
     mutating_configuration, mutating_webhook, rule, validating_configuration, validating_webhook,
 };
@@ -346,7 +347,7 @@ async fn with_status_write<T>(
                 tokio::time::sleep(RETRY_DELAY * (attempt as u32 + 1)).await;
                 fresh = Some(api.get(name).await.map_err(internal)?);
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Ok(None)),
+            Err(e) if is_not_found(&e) => return Ok(Ok(None)),
             Err(e) => return Err(internal(e)),
         }
     }
