@@ -266,13 +266,18 @@ pub fn set_env_patch(
 
 /// `--limits`/`--requests` of `set resources`: `cpu=200m,memory=512Mi`.
 pub fn parse_resource_list(s: &str) -> Result<serde_json::Map<String, Value>> {
+    parse_pairs(s, "RESOURCE=QUANTITY")
+}
+
+/// `a=b,c=d` (empty entries skipped); `form` names the expected form in the error.
+pub fn parse_pairs(s: &str, form: &str) -> Result<serde_json::Map<String, Value>> {
     s.split(',')
         .filter(|p| !p.trim().is_empty())
         .map(|pair| match pair.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
                 Ok((k.trim().to_string(), json!(v.trim())))
             }
-            _ => Err(Error::Usage(format!("{pair:?} is not RESOURCE=QUANTITY"))),
+            _ => Err(Error::Usage(format!("{pair:?} is not {form}"))),
         })
         .collect()
 }

@@ -10,6 +10,8 @@
 pub mod duration;
 pub mod edits;
 pub mod error;
+pub mod expose;
+pub mod migrate;
 pub mod revisions;
 pub mod status;
 pub mod target;
@@ -88,6 +90,28 @@ goes down by 2)\n  kubectl kruise scaledown cloneset/cloneset-demo --pods=pod-1,
     /// Create a resource.
     #[command(subcommand)]
     Create(CreateCommand),
+    /// Move a Deployment's Pods to a CloneSet, a few at a time, keeping them available.
+    #[command(
+        override_usage = "kubectl kruise migrate CloneSet --from Deployment --src-name NAME [--dst-name NAME] [--create [--copy]] [--replicas N] [--max-surge N] [--timeout-seconds S]",
+        long_about = "Migrate from K8s original workloads to Kruise workloads: with --create, \
+create a CloneSet from a Deployment (same selector, template and update limits; 0 replicas, \
+or the Deployment's with --copy); without, move the Deployment's replicas to that CloneSet.",
+        after_help = migrate::HELP
+    )]
+    Migrate(MigrateArgs),
+    /// Expose a workload, Pod or Service as a new Service selecting its Pods.
+    #[command(
+        after_help = "Takes the Pod selector of a CloneSet, Advanced StatefulSet, \
+Advanced DaemonSet, UnitedDeployment, Deployment, ReplicaSet or ReplicationController (only \
+matchLabels: a Service selector holds no expressions), a Pod's labels or a Service's selector. \
+Without --port, every container port is reused (named port-1, port-2… when several); without \
+--labels, the object's labels.\n\nExamples:\n  # A Service on port 80 for the Pods of the \
+CloneSet nginx, to their port 8000\n  kubectl kruise expose cloneset nginx --port=80 \
+--target-port=8000\n\n  # A NodePort Service named web-np for an Advanced StatefulSet\n  \
+kubectl kruise expose asts/web --port=443 --type=NodePort --name=web-np\n\n  # Print the \
+Service, create nothing\n  kubectl kruise expose deployment api --port=8080 --dry-run=client -o yaml"
+    )]
+    Expose(ExposeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Examples:\n  # bash, for the current shell\n  source <(kubectl-kruise completion bash)"
@@ -287,6 +311,66 @@ pub struct SetServiceAccountArgs {
     /// TYPE/NAME (or TYPE NAME), then the service account.
     #[arg(required = true, num_args = 1..)]
     pub args: Vec<String>,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The kind to migrate to: CloneSet.
+    pub kind: String,
+    /// Type of the source workload: Deployment.
+    #[arg(long, required = true)]
+    pub from: String,
+    /// Name of the source workload.
+    #[arg(long, required = true)]
+    pub src_name: String,
+    /// Name of the destination workload (default: --src-name).
+    #[arg(long)]
+    pub dst_name: Option<String>,
+    /// Create the destination workload from the source, with 0 replicas; migrate nothing.
+    #[arg(long)]
+    pub create: bool,
+    /// With --create: the source's replicas instead of 0.
+    #[arg(long, requires = "create")]
+    pub copy: bool,
+    /// The replicas to migrate; -1: all of the source's.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub replicas: i64,
+    /// At most this many Pods above the start's during the migration.
+    #[arg(long, default_value_t = 1)]
+    pub max_surge: i64,
+    /// Give up after this many seconds; -1: no limit.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub timeout_seconds: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct ExposeArgs {
+    /// TYPE NAME or TYPE/NAME.
+    #[arg(required = true, num_args = 1..=2)]
+    pub resource: Vec<String>,
+    /// The port the Service serves on (default: the Pods' container ports).
+    #[arg(long)]
+    pub port: Option<i32>,
+    /// The container port (number or name) the Service sends to (default: --port).
+    #[arg(long)]
+    pub target_port: Option<String>,
+    /// The Service's name (default: the object's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The Service type (default: ClusterIP).
+    #[arg(long = "type", value_enum, ignore_case = true)]
+    pub service_type: Option<expose::ServiceType>,
+    /// The protocol of the ports (default: the container port's, else TCP).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub protocol: Option<expose::Protocol>,
+    /// The Service's selector, key=value[,key=value] (default: the object's).
+    #[arg(long)]
+    pub selector: Option<String>,
+    /// The Service's labels, key=value[,key=value] (default: the object's).
+    #[arg(short = 'l', long)]
+    pub labels: Option<String>,
     #[command(flatten)]
     pub out: OutputArgs,
 }
@@ -616,6 +700,8 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
         Command::Create(CreateCommand::ContainerRecreateRequest(args)) => {
             create_crr(&session, &args, out).await
         }
+        Command::Migrate(args) => migrate::run(&session, &args, out).await,
+        Command::Expose(args) => expose::run(&session, &args, out).await,
         Command::Completion { .. } => Ok(()),
     }
 }
@@ -894,7 +980,7 @@ async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Se
         plural: "containerrecreaterequests".into(),
     };
     let reference = format!("containerrecreaterequest.apps.kruise.io/{}", args.name);
-    create_object(session, &ar, crr, &reference, &args.out, out).await?;
+    create_object(session, &ar, crr, &reference, "created", &args.out, out).await?;
     let api: Api<DynamicObject> =
         Api::namespaced_with(session.client.clone(), &session.namespace, &ar);
     if !args.wait || args.out.dry_run != DryRun::None {
@@ -949,16 +1035,18 @@ async fn create_job(
         ar.group,
         args.name
     );
-    create_object(session, &ar, job, &reference, &args.out, out).await?;
+    create_object(session, &ar, job, &reference, "created", &args.out, out).await?;
     Ok(())
 }
 
-/// Creates `object` (or, with `--dry-run=client`, does not) and prints it as kubectl does.
+/// Creates `object` (or, with `--dry-run=client`, does not) and prints it as kubectl does:
+/// `<reference> <done>`.
 async fn create_object(
     session: &Session,
     ar: &kube::core::ApiResource,
     object: Value,
     reference: &str,
+    done: &str,
     flags: &OutputArgs,
     out: &mut (dyn Write + Send),
 ) -> Result<Value> {
@@ -982,7 +1070,7 @@ async fn create_object(
         }
     };
     match flags.output {
-        None => writeln!(out, "{reference} created{suffix}")?,
+        None => writeln!(out, "{reference} {done}{suffix}")?,
         Some(Output::Name) => writeln!(out, "{reference}")?,
         Some(Output::Json) => writeln!(out, "{}", serde_json::to_string_pretty(&created)?)?,
         Some(Output::Yaml) => write!(out, "{}", yaml(&created))?,

@@ -151,6 +151,19 @@ fn unknown(kind: &str) -> Error {
 
 /// `TYPE/NAME [TYPE/NAME…]` or `TYPE NAME [NAME…]`, as kubectl reads them.
 pub fn parse_targets(args: &[String]) -> Result<Vec<Target>> {
+    Ok(parse_typed(args, Kind::parse, unknown)?
+        .into_iter()
+        .map(|(kind, name)| Target { kind, name })
+        .collect())
+}
+
+/// The two forms of [`parse_targets`] for any set of kinds: `resolve` reads a type,
+/// `unknown` says why one is not known.
+pub fn parse_typed<K: Copy>(
+    args: &[String],
+    resolve: impl Fn(&str) -> Option<K>,
+    unknown: impl Fn(&str) -> Error,
+) -> Result<Vec<(K, String)>> {
     let Some(first) = args.first() else {
         return Err(Error::Usage(
             "you must provide one or more resources by argument: TYPE/NAME or TYPE NAME".into(),
@@ -165,18 +178,15 @@ pub fn parse_targets(args: &[String]) -> Result<Vec<Target>> {
                         "there is no need to specify a resource type as a separate argument when passing arguments in resource/name form (e.g. 'kubectl kruise rollout status cloneset/sample' instead of 'kubectl kruise rollout status cloneset sample'): {arg:?}"
                     ))
                 })?;
-                let kind = Kind::parse(kind).ok_or_else(|| unknown(kind))?;
+                let kind = resolve(kind).ok_or_else(|| unknown(kind))?;
                 if name.is_empty() {
                     return Err(Error::Usage(format!("{arg:?}: a name is required")));
                 }
-                Ok(Target {
-                    kind,
-                    name: name.to_string(),
-                })
+                Ok((kind, name.to_string()))
             })
             .collect();
     }
-    let kind = Kind::parse(first).ok_or_else(|| unknown(first))?;
+    let kind = resolve(first).ok_or_else(|| unknown(first))?;
     let names = &args[1..];
     if names.is_empty() {
         return Err(Error::Usage(format!(
@@ -191,10 +201,7 @@ pub fn parse_targets(args: &[String]) -> Result<Vec<Target>> {
                     "{name:?}: mixing TYPE NAME and TYPE/NAME forms"
                 )));
             }
-            Ok(Target {
-                kind,
-                name: name.clone(),
-            })
+            Ok((kind, name.clone()))
         })
         .collect()
 }

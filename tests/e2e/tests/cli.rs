@@ -15,7 +15,7 @@ use serde_json::json;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-async fn cloneset_controller(ns: &TestNamespace) -> RunningController {
+pub(crate) async fn cloneset_controller(ns: &TestNamespace) -> RunningController {
     let ctl =
         RunningController::start(cloneset_ctl::IDENTITY, &ns.name, "", cloneset_ctl::run).await;
     let probe: CloneSet = serde_saphyr::from_str(&cloneset_yaml("probe", 0)).expect("probe");
@@ -26,7 +26,7 @@ async fn cloneset_controller(ns: &TestNamespace) -> RunningController {
     ctl
 }
 
-fn cloneset_yaml(name: &str, replicas: i32) -> String {
+pub(crate) fn cloneset_yaml(name: &str, replicas: i32) -> String {
     format!(
         r#"apiVersion: apps.kruise.io/v1alpha1
 kind: CloneSet
@@ -71,13 +71,13 @@ async fn pods(ns: &TestNamespace, app: &str) -> BTreeMap<String, (String, String
         .collect()
 }
 
-async fn run(ns: &TestNamespace, args: &[&str]) -> String {
+pub(crate) async fn run(ns: &TestNamespace, args: &[&str]) -> String {
     kubectl_kruise(&ns.name, args)
         .await
         .unwrap_or_else(|e| panic!("kubectl kruise {}: {e}", args.join(" ")))
 }
 
-async fn refused(ns: &TestNamespace, args: &[&str]) -> String {
+pub(crate) async fn refused(ns: &TestNamespace, args: &[&str]) -> String {
     match kubectl_kruise(&ns.name, args).await {
         Ok(out) => panic!(
             "kubectl kruise {} should fail, printed {out}",
