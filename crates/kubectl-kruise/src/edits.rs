@@ -595,6 +595,15 @@ mod tests {
             json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": false}}}})
         );
         assert!(pause_patch(&target(Kind::UnitedDeployment), &paused, true).is_err());
+        let rollout = json!({"spec": {"strategy": {"canary": {}}}});
+        assert_eq!(
+            pause_patch(&target(Kind::Rollout), &rollout, true).unwrap(),
+            json!({"spec": {"strategy": {"paused": true}}})
+        );
+        let err = pause_patch(&target(Kind::Rollout), &rollout, false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "rollouts.rollouts.kruise.io \"a\" is not paused");
     }
 
     #[test]

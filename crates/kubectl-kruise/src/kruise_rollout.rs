@@ -550,3 +550,313 @@ pub fn describe(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rollout_target() -> Target {
+        Target {
+            kind: Kind::Rollout,
+            name: "demo".into(),
+        }
+    }
+
+    fn rollout(status: Value) -> Value {
+        json!({
+            "apiVersion": "rollouts.kruise.io/v1beta1",
+            "kind": "Rollout",
+            "metadata": {"name": "demo", "namespace": "ns", "generation": 2},
+            "spec": {
+                "workloadRef": {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "name": "web"},
+                "strategy": {"canary": {
+                    "steps": [
+                        {"replicas": 1, "traffic": "5%"},
+                        {"replicas": "50%", "matches": [{"headers": [{"name": "user", "value": "beta", "type": "Exact"}]}]},
+                        {"replicas": "100%"}
+                    ],
+                    "trafficRoutings": [{"service": "web", "ingress": {"classType": "nginx", "name": "web"}}]
+                }}
+            },
+            "status": status
+        })
+    }
+
+    fn paused_at_step_one() -> Value {
+        rollout(json!({
+            "observedGeneration": 2,
+            "phase": "Progressing",
+            "message": "Rollout is in step(1/3), and you need manually confirm to enter the next step",
+            "canaryStatus": {
+                "currentStepIndex": 1,
+                "currentStepState": "StepPaused",
+                "stableRevision": "6bd4b7f8c9",
+                "canaryRevision": "5d9c8f7b6a",
+                "podTemplateHash": "5d9c8f7b6a"
+            }
+        }))
+    }
+
+    #[test]
+    fn approve_moves_a_paused_step_to_ready_in_the_status() {
+        let t = rollout_target();
+        assert_eq!(
+            approve_patch(&t, &paused_at_step_one()).unwrap(),
+            json!({"status": {"canaryStatus": {"currentStepState": "StepReady"}}})
+        );
+        let blue_green = rollout(json!({"blueGreenStatus": {"currentStepState": "StepPaused"}}));
+        assert_eq!(
+            approve_patch(&t, &blue_green).unwrap(),
+            json!({"status": {"blueGreenStatus": {"currentStepState": "StepReady"}}})
+        );
+    }
+
+    #[test]
+    fn approve_refuses_with_kruise_tools_words() {
+        let t = rollout_target();
+        let upgrading = rollout(json!({"canaryStatus": {"currentStepState": "StepUpgrade"}}));
+        assert_eq!(
+            approve_patch(&t, &upgrading).unwrap_err().to_string(),
+            "rollouts.rollouts.kruise.io \"demo\" does not allow to approve, because current canary state is not 'StepPaused'"
+        );
+        let blue_green = rollout(json!({"blueGreenStatus": {"currentStepState": "StepReady"}}));
+        assert!(
+            approve_patch(&t, &blue_green)
+                .unwrap_err()
+                .to_string()
+                .ends_with("because current blue-green state is not 'StepPaused'")
+        );
+        assert_eq!(
+            approve_patch(&t, &rollout(json!({})))
+                .unwrap_err()
+                .to_string(),
+            "rollouts.rollouts.kruise.io \"demo\" no need to approve: not in canary or blue-green progress"
+        );
+        let mut v1alpha1 = rollout(json!({}));
+        v1alpha1["apiVersion"] = json!("rollouts.kruise.io/v1alpha1");
+        assert!(
+            approve_patch(&t, &v1alpha1)
+                .unwrap_err()
+                .to_string()
+                .ends_with("because current canary state is not 'StepPaused'")
+        );
+        let cloneset = Target {
+            kind: Kind::CloneSet,
+            name: "web".into(),
+        };
+        assert_eq!(
+            approve_patch(&cloneset, &paused_at_step_one())
+                .unwrap_err()
+                .to_string(),
+            "clonesets.apps.kruise.io \"web\" approving is not supported"
+        );
+    }
+
+    fn pod(name: &str, hash: &str, batch: Option<&str>, ready: bool, phase: &str) -> Value {
+        let mut labels = json!({"app": "web", "controller-revision-hash": format!("web-{hash}")});
+        if let Some(b) = batch {
+            labels[BATCH_ID_LABEL] = json!(b);
+        }
+        json!({
+            "metadata": {"name": name, "labels": labels, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "nginx"}]},
+            "status": {"phase": phase, "containerStatuses": [{"ready": ready, "restartCount": 1}]}
+        })
+    }
+
+    /// 2026-01-01T00:03:20Z
+    const NOW: i64 = 1_767_225_600 + 200;
+
+    #[test]
+    fn the_pods_are_those_of_the_new_revision_and_the_current_batch() {
+        let pods = [
+            pod("web-a", "6bd4b7f8c9", None, true, "Running"),
+            pod("web-b", "5d9c8f7b6a", Some("1"), false, "Pending"),
+            pod("web-c", "5d9c8f7b6a", Some("1"), true, "Running"),
+            pod("web-d", "5d9c8f7b6a", Some("2"), true, "Running"),
+        ];
+        let view = RolloutView::from_json(&paused_at_step_one());
+        let names = |rows: Vec<PodRow>| rows.into_iter().map(|r| r.name).collect::<Vec<_>>();
+        let batch = pod_rows(&pods, view.pods_hash(), view.pods_batch(false), NOW);
+        assert_eq!(names(batch.clone()), ["web-c", "web-b"], "readier first");
+        assert_eq!(batch[0].revision, "web-5d9c8f7b6a");
+        assert_eq!(batch[0].age, "3m20s");
+        assert_eq!(batch[0].ready, "1/1");
+        assert_eq!(batch[1].ready, "0/1");
+        assert_eq!(batch[0].restarts, "1");
+        let all = pod_rows(&pods, view.pods_hash(), view.pods_batch(true), NOW);
+        assert_eq!(names(all), ["web-c", "web-b", "web-d"]);
+        let mut deployment_pod = pod("dep-x", "x", None, true, "Running");
+        deployment_pod["metadata"]["labels"] = json!({"pod-template-hash": "5d9c8f7b6a"});
+        let rows = pod_rows(&[deployment_pod], "5d9c8f7b6a", None, NOW);
+        assert_eq!(rows[0].revision, "5d9c8f7b6a");
+    }
+
+    fn workload() -> WorkloadView {
+        let cloneset = json!({
+            "spec": {"replicas": 4, "template": {"spec": {"containers": [
+                {"name": "nginx", "image": "nginx:1.25"}, {"name": "log", "image": "busybox"}
+            ]}}},
+            "status": {"replicas": 4, "updatedReplicas": 1, "readyReplicas": 4, "availableReplicas": 4}
+        });
+        let view = RolloutView::from_json(&paused_at_step_one());
+        let mut w = workload_view(&view.workload, &cloneset).unwrap();
+        w.pods = pod_rows(
+            &[pod("web-b", "5d9c8f7b6a", Some("1"), true, "Running")],
+            view.pods_hash(),
+            view.pods_batch(false),
+            NOW,
+        );
+        w
+    }
+
+    #[test]
+    fn describe_prints_kruise_tools_layout() {
+        let view = RolloutView::from_json(&paused_at_step_one());
+        let page = describe(&view, None, &Ok(workload()), false);
+        let golden = "\
+Name:              demo
+Namespace:         ns
+Status:            Progressing
+Message:           Rollout is in step(1/3), and you need manually confirm to enter the next step
+Strategy:          Canary
+ Step:             1/3
+ Steps:
+  -  Replicas:     1
+     Traffic:      5%
+     State:        StepPaused
+  -  Replicas:     50%
+     Matches: 
+      - Headers: 
+       - Name:     user
+         Value:    beta
+         Type:     Exact
+  -  Replicas:     100%
+Traffic Routings:
+  -  Service:      web
+     Ingress: 
+      classType:   nginx
+      name:        web
+Images:            nginx:1.25
+                   busybox
+Current Revision:  6bd4b7f8c9
+Update Revision:   5d9c8f7b6a
+Replicas:
+ Desired:          4
+ Updated:          1
+ Current:          4
+ Ready:            4
+ Available:        4
+NAME   READY  BATCH ID  REVISION        AGE    RESTARTS  STATUS
+web-b  1/1    1         web-5d9c8f7b6a  3m20s  1         Running
+";
+        assert_eq!(page, golden);
+    }
+
+    #[test]
+    fn describe_colors_the_current_step_and_the_marks() {
+        let view = RolloutView::from_json(&paused_at_step_one());
+        let page = describe(&view, None, &Ok(workload()), true);
+        assert!(page.contains("Status:            \x1b[33m⚠\x1b[0m Progressing\n"));
+        assert!(page.contains(
+            "\x1b[32m  -  Replicas:     1\n     Traffic:      5%\n     State:        StepPaused\n\x1b[0m  -  Replicas:     50%\n"
+        ));
+        assert!(page.ends_with("\x1b[32m✔\x1b[0m Running\n"), "{page}");
+    }
+
+    #[test]
+    fn describe_of_a_stale_status_a_v1alpha1_rollout_and_a_missing_workload() {
+        let mut stale = paused_at_step_one();
+        stale["metadata"]["generation"] = json!(3);
+        let view = RolloutView::from_json(&stale);
+        let page = describe(&view, None, &Ok(workload()), false);
+        assert!(!page.contains("Status:"), "not observed yet: no phase");
+        assert!(!page.contains("Replicas:\n"), "nor replicas");
+        let page = describe(
+            &view,
+            Some(&Err("not found".into())),
+            &Err("Error from server (NotFound): clonesets.apps.kruise.io \"web\" not found".into()),
+            false,
+        );
+        assert!(page.ends_with(
+            "  -  Replicas:     100%\nTraffic Routings:\n  -  Service:      web\n     Ingress: \n      classType:   nginx\n      name:        web\nError getting TrafficRoutingRef: not found\nError getting resources: Error from server (NotFound): clonesets.apps.kruise.io \"web\" not found\n"
+        ), "{page}");
+
+        let v1alpha1 = json!({
+            "apiVersion": "rollouts.kruise.io/v1alpha1",
+            "kind": "Rollout",
+            "metadata": {"name": "old", "namespace": "ns",
+                "annotations": {"rollouts.kruise.io/trafficrouting": "tr"}},
+            "spec": {
+                "objectRef": {"workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "dep"}},
+                "strategy": {"canary": {"steps": [{"replicas": 1}]}}
+            },
+            "status": {"phase": "Healthy", "canaryStatus": {"currentStepIndex": 1, "currentStepState": "StepPaused", "canaryRevision": "abc"}}
+        });
+        let view = RolloutView::from_json(&v1alpha1);
+        assert_eq!(view.workload.kind, "Deployment");
+        assert_eq!(view.workload.group(), "apps");
+        assert_eq!(view.traffic_routing_ref.as_deref(), Some("tr"));
+        assert_eq!(view.update_revision, "abc");
+        assert_eq!(view.pods_batch(false), Some(1));
+        assert!(
+            approve_patch(&rollout_target(), &v1alpha1).is_ok(),
+            "a v1alpha1 Rollout approves its canary step"
+        );
+    }
+
+    #[test]
+    fn a_blue_green_rollout_reads_its_own_status() {
+        let obj = json!({
+            "apiVersion": "rollouts.kruise.io/v1beta1",
+            "metadata": {"name": "bg"},
+            "spec": {
+                "workloadRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "dep"},
+                "strategy": {"blueGreen": {"steps": [{"replicas": "50%"}, {"replicas": "100%"}]}}
+            },
+            "status": {"blueGreenStatus": {"currentStepIndex": 2, "currentStepState": "StepPaused",
+                "stableRevision": "s", "updatedRevision": "u", "podTemplateHash": "h"}}
+        });
+        let view = RolloutView::from_json(&obj);
+        assert_eq!(view.strategy, "BlueGreen");
+        assert_eq!(
+            (
+                view.current_step_index,
+                view.update_revision.as_str(),
+                view.pods_hash()
+            ),
+            (2, "u", "h")
+        );
+        let page = describe(&view, None, &Err("x".into()), false);
+        assert!(page.contains(" Step:             2/2\n"));
+        assert!(page.contains("  -  Replicas:     100%\n     State:        StepPaused\n"));
+    }
+
+    #[test]
+    fn the_replicas_of_each_workload_kind() {
+        let r = |api_version: &str, kind: &str| WorkloadRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: "w".into(),
+        };
+        let ds = json!({"status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+            "updatedNumberScheduled": 1, "numberReady": 2, "numberAvailable": 2}});
+        assert_eq!(
+            workload_view(&r("apps.kruise.io/v1alpha1", "DaemonSet"), &ds)
+                .unwrap()
+                .replicas,
+            Replicas {
+                desired: 3,
+                updated: 1,
+                current: 3,
+                ready: 2,
+                available: 2
+            }
+        );
+        assert!(workload_view(&r("apps.kruise.io/v1beta1", "StatefulSet"), &ds).is_ok());
+        assert_eq!(
+            workload_view(&r("batch/v1", "Job"), &ds).unwrap_err(),
+            "unsupported workload kind Job (batch/v1)"
+        );
+    }
+}
