@@ -14,6 +14,8 @@ fn pause_field(kind: Kind) -> Option<&'static str> {
             Some("/spec/updateStrategy/rollingUpdate/paused")
         }
         Kind::AdvancedCronJob | Kind::BroadcastJob | Kind::Deployment => Some("/spec/paused"),
+        // Kruise Rollout's own pause, as kruise-tools' objectpauser.go sets it.
+        Kind::Rollout => Some("/spec/strategy/paused"),
         Kind::UnitedDeployment => None,
     }
 }
@@ -69,7 +71,7 @@ pub fn restart_patch(target: &Target, now: &str) -> Result<Value> {
         Kind::CloneSet | Kind::AdvancedStatefulSet | Kind::AdvancedDaemonSet | Kind::Deployment => {
             json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: now}}}}})
         }
-        Kind::UnitedDeployment | Kind::AdvancedCronJob | Kind::BroadcastJob => {
+        Kind::UnitedDeployment | Kind::AdvancedCronJob | Kind::BroadcastJob | Kind::Rollout => {
             return Err(Error::Unsupported {
                 kind: target.kind.resource(),
                 name: target.name.clone(),
@@ -100,6 +102,13 @@ pub fn pod_spec_pointer(target: &Target, obj: &Value, what: &str) -> Result<&'st
             kind: target.kind.resource(),
             name: target.name.clone(),
             what: format!("{what} is not supported (its subsets' templates differ by kind)"),
+        }),
+        Kind::Rollout => Err(Error::Unsupported {
+            kind: target.kind.resource(),
+            name: target.name.clone(),
+            what: format!(
+                "{what} is not supported (a Rollout has no Pod template: change its workload)"
+            ),
         }),
     }
 }
@@ -591,6 +600,15 @@ mod tests {
             json!({"spec": {"updateStrategy": {"rollingUpdate": {"paused": false}}}})
         );
         assert!(pause_patch(&target(Kind::UnitedDeployment), &paused, true).is_err());
+        let rollout = json!({"spec": {"strategy": {"canary": {}}}});
+        assert_eq!(
+            pause_patch(&target(Kind::Rollout), &rollout, true).unwrap(),
+            json!({"spec": {"strategy": {"paused": true}}})
+        );
+        let err = pause_patch(&target(Kind::Rollout), &rollout, false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "rollouts.rollouts.kruise.io \"a\" is not paused");
     }
 
     #[test]

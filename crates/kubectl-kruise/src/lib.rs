@@ -11,6 +11,7 @@ pub mod duration;
 pub mod edits;
 pub mod error;
 pub mod expose;
+pub mod kruise_rollout;
 pub mod migrate;
 pub mod revisions;
 pub mod status;
@@ -18,6 +19,7 @@ pub mod target;
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -25,6 +27,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::Value;
 
@@ -112,6 +115,9 @@ kubectl kruise expose asts/web --port=443 --type=NodePort --name=web-np\n\n  # P
 Service, create nothing\n  kubectl kruise expose deployment api --port=8080 --dry-run=client -o yaml"
     )]
     Expose(ExposeArgs),
+    /// Show details of a resource.
+    #[command(subcommand)]
+    Describe(DescribeCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Examples:\n  # bash, for the current shell\n  source <(kubectl-kruise completion bash)"
@@ -147,6 +153,49 @@ kubectl kruise rollout undo asts/web --to-revision=3 --dry-run=server -o yaml")]
     /// as the update strategy says).
     #[command(after_help = "Examples:\n  kubectl kruise rollout restart cloneset/sample")]
     Restart(MutateArgs),
+    /// Approve a Kruise Rollout paused at a step: the rollout goes on to the next batch.
+    #[command(
+        long_about = "Approve a Kruise Rollout (rollouts.rollouts.kruise.io) whose current \
+canary or blue-green step waits for an approval (currentStepState StepPaused): its status \
+subresource gets currentStepState StepReady and Kruise Rollout goes on to the next step. \
+Only Rollouts can be approved.",
+        after_help = "Examples:\n  # Approve the Rollout rollout-demo in the namespace ns-demo\n  \
+kubectl kruise rollout approve rollout/rollout-demo -n ns-demo"
+    )]
+    Approve(MutateArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DescribeCommand {
+    /// Show a Kruise Rollout: its status, steps (the current one marked), workload,
+    /// revisions and the Pods of the current batch.
+    #[command(
+        visible_aliases = ["rollouts", "ro"],
+        after_help = "Examples:\n  # Describe the Rollout rollout-demo in the namespace default\n  \
+kubectl kruise describe rollout rollout-demo -n default\n\n  # With every Pod of the new \
+revision, not only the current batch's\n  kubectl kruise describe rollout rollout-demo --all\n\n  \
+# Print it again at each change of the Rollout, for 10 minutes\n  \
+kubectl kruise describe rollout rollout-demo -w --timeout=600"
+    )]
+    Rollout(DescribeRolloutArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DescribeRolloutArgs {
+    /// The Rollout's name (or rollout/NAME).
+    pub name: String,
+    /// List every Pod of the new revision (default: the current batch's).
+    #[arg(long)]
+    pub all: bool,
+    /// Print without colors (the current step and the status marks are colored).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Print the page again each time the Rollout changes.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// With --watch: stop after this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -444,6 +493,8 @@ pub struct CrrArgs {
 pub struct Session {
     pub client: Client,
     pub namespace: String,
+    /// The Rollout version the server serves, once discovered.
+    rollout: OnceLock<ApiResource>,
 }
 
 impl Session {
@@ -474,15 +525,52 @@ impl Session {
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
         let client = Client::try_from(config)?;
-        Ok(Session { client, namespace })
+        Ok(Session {
+            client,
+            namespace,
+            rollout: OnceLock::new(),
+        })
     }
 
-    fn api(&self, kind: Kind) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &kind.api_resource())
+    /// The kind's resource. Kruise Rollout's version is read from discovery (v1beta1, or
+    /// v1alpha1 on a server with an older Kruise Rollout), as kubectl resolves `rollout`.
+    async fn resource(&self, kind: Kind) -> Result<ApiResource> {
+        if kind != Kind::Rollout {
+            return Ok(kind.api_resource());
+        }
+        if let Some(ar) = self.rollout.get() {
+            return Ok(ar.clone());
+        }
+        let groups = self.client.list_api_groups().await?;
+        let served = groups
+            .groups
+            .iter()
+            .filter(|g| g.name == target::ROLLOUTS_GROUP)
+            .flat_map(|g| g.versions.iter().map(|v| v.version.as_str()));
+        let version = target::rollout_version(served).ok_or_else(|| {
+            Error::Usage(
+                "the server doesn't have a resource type \"rollouts\" (Kruise Rollout, \
+rollouts.kruise.io, is not installed)"
+                    .into(),
+            )
+        })?;
+        Ok(self
+            .rollout
+            .get_or_init(|| target::rollout_resource(version))
+            .clone())
+    }
+
+    async fn api(&self, kind: Kind) -> Result<Api<DynamicObject>> {
+        let ar = self.resource(kind).await?;
+        Ok(Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &ar,
+        ))
     }
 
     async fn get(&self, target: &Target) -> Result<Value> {
-        let obj = self.api(target.kind).get(&target.name).await?;
+        let obj = self.api(target.kind).await?.get(&target.name).await?;
         Ok(serde_json::to_value(obj)?)
     }
 }
@@ -532,6 +620,20 @@ pub async fn run(cli: Cli, out: &mut (dyn Write + Send)) -> Result<()> {
                 |t, obj| Ok(Change::Merge(edits::pause_patch(t, obj, false)?)),
             )
             .await
+        }
+        Command::Rollout(RolloutCommand::Approve(args)) => {
+            patch_each(
+                &session,
+                &args.resource,
+                &args.out,
+                "approved",
+                out,
+                |t, obj| Ok(Change::MergeStatus(kruise_rollout::approve_patch(t, obj)?)),
+            )
+            .await
+        }
+        Command::Describe(DescribeCommand::Rollout(args)) => {
+            describe_rollout(&session, &args, out).await
         }
         Command::Rollout(RolloutCommand::Restart(args)) => {
             let now = jiff::Timestamp::now()
@@ -743,6 +845,8 @@ async fn patch_each(
 enum Change {
     Merge(Value),
     Json(Value),
+    /// A merge patch of the status subresource.
+    MergeStatus(Value),
 }
 
 /// Sends `change` (or, with `--dry-run=client`, applies it here) and prints the result.
@@ -763,7 +867,7 @@ async fn send(
             DryRun::Client => {
                 let mut local = obj.clone();
                 match &change {
-                    Change::Merge(p) => json_patch::merge(&mut local, p),
+                    Change::Merge(p) | Change::MergeStatus(p) => json_patch::merge(&mut local, p),
                     Change::Json(p) => {
                         let p: json_patch::Patch = serde_json::from_value(p.clone())?;
                         json_patch::patch(&mut local, &p)?
@@ -777,9 +881,13 @@ async fn send(
                     ..Default::default()
                 };
                 params.dry_run = flags.dry_run == DryRun::Server;
-                let api = session.api(target.kind);
+                let api = session.api(target.kind).await?;
                 let sent = match change {
                     Change::Merge(p) => api.patch(&target.name, &params, &Patch::Merge(&p)).await?,
+                    Change::MergeStatus(p) => {
+                        api.patch_status(&target.name, &params, &Patch::Merge(&p))
+                            .await?
+                    }
                     Change::Json(p) => {
                         let p: json_patch::Patch = serde_json::from_value(p)?;
                         api.patch(&target.name, &params, &Patch::<()>::Json(p))
@@ -956,6 +1064,137 @@ async fn rollout_undo(
             .await
         }
     }
+}
+
+/// `describe rollout NAME`: the page once, or with `--watch` again at each change of the
+/// Rollout (its resourceVersion), the screen cleared first as kruise-tools does.
+async fn describe_rollout(
+    session: &Session,
+    args: &DescribeRolloutArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<()> {
+    let name = if args.name.contains('/') {
+        let targets = parse_targets(std::slice::from_ref(&args.name))?;
+        match targets.as_slice() {
+            [t] if t.kind == Kind::Rollout => t.name.clone(),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{:?}: describe rollout takes a Rollout's name",
+                    args.name
+                )));
+            }
+        }
+    } else {
+        args.name.clone()
+    };
+    let target = Target {
+        kind: Kind::Rollout,
+        name,
+    };
+    let timeout = (args.timeout > 0).then(|| Duration::from_secs(args.timeout));
+    let started = Instant::now();
+    let mut shown = None;
+    loop {
+        let obj = session.get(&target).await?;
+        let version = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if shown.as_ref() != Some(&version) {
+            let page = rollout_page(session, &obj, args).await;
+            if args.watch {
+                write!(out, "\x1b[2J\x1b[H")?;
+            }
+            write!(out, "{page}")?;
+            out.flush()?;
+            shown = Some(version);
+        }
+        if !args.watch || timeout.is_some_and(|t| started.elapsed() >= t) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The `describe rollout` page of the Rollout `obj`, with its TrafficRouting and workload.
+async fn rollout_page(session: &Session, obj: &Value, args: &DescribeRolloutArgs) -> String {
+    let view = kruise_rollout::RolloutView::from_json(obj);
+    let routing = match &view.traffic_routing_ref {
+        Some(name) => Some(traffic_routing_routes(session, name).await),
+        None => None,
+    };
+    let workload = rollout_workload(session, &view, args.all).await;
+    kruise_rollout::describe(&view, routing.as_ref(), &workload, !args.no_color)
+}
+
+fn namespaced(session: &Session, ar: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(session.client.clone(), &session.namespace, ar)
+}
+
+/// The routes of the TrafficRouting a Rollout names (`spec.objectRef`).
+async fn traffic_routing_routes(session: &Session, name: &str) -> Result<Vec<Value>, String> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        target::ROLLOUTS_GROUP,
+        "v1alpha1",
+        "TrafficRouting",
+    ));
+    let obj = namespaced(session, &ar)
+        .get(name)
+        .await
+        .map_err(|e| Error::from(e).to_string())?;
+    let obj = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    Ok(obj
+        .pointer("/spec/objectRef")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default())
+}
+
+/// The Rollout's workload: its images and replicas, and the Pods of the revision (and
+/// batch) the Rollout is at, among those its selector picks.
+async fn rollout_workload(
+    session: &Session,
+    view: &kruise_rollout::RolloutView,
+    all: bool,
+) -> Result<kruise_rollout::WorkloadView, String> {
+    let r = &view.workload;
+    let (group, version) = r
+        .api_version
+        .rsplit_once('/')
+        .unwrap_or(("", r.api_version.as_str()));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &r.kind));
+    let obj = namespaced(session, &ar)
+        .get(&r.name)
+        .await
+        .map_err(|e| Error::from(e).to_string())?;
+    let obj = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+    let mut workload = kruise_rollout::workload_view(r, &obj)?;
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| Error::from(e).to_string())?;
+    let pods = pods
+        .items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    workload.pods = kruise_rollout::pod_rows(
+        &pods,
+        view.pods_hash(),
+        view.pods_batch(all),
+        jiff::Timestamp::now().as_second(),
+    );
+    Ok(workload)
 }
 
 async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Send)) -> Result<()> {

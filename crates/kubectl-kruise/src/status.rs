@@ -97,6 +97,13 @@ pub fn progress(kind: Kind, obj: &Value) -> Result<Progress> {
             name,
             what: "has no rollout".into(),
         }),
+        Kind::Rollout => Err(Error::Unsupported {
+            kind: kind.resource(),
+            name: name.clone(),
+            what: format!(
+                "is not a workload: `kubectl kruise describe rollout {name}` shows its progress"
+            ),
+        }),
     }
 }
 

@@ -15,11 +15,15 @@ pub enum Kind {
     AdvancedCronJob,
     BroadcastJob,
     Deployment,
+    /// Kruise Rollout's `Rollout` (rollouts.kruise.io, openkruise/rollouts): not a workload
+    /// of this project, but run beside it; read and written as JSON, at the version the
+    /// server serves (see [`Kind::api_resource`]).
+    Rollout,
 }
 
 impl Kind {
     /// Every kind, for the usage message.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::CloneSet,
         Kind::AdvancedStatefulSet,
         Kind::AdvancedDaemonSet,
@@ -27,6 +31,7 @@ impl Kind {
         Kind::AdvancedCronJob,
         Kind::BroadcastJob,
         Kind::Deployment,
+        Kind::Rollout,
     ];
 
     /// A resource type as typed on the command line (case-insensitive). Kruise's
@@ -70,11 +75,19 @@ impl Kind {
             "deployment" | "deployments" | "deploy" | "deployment.apps" | "deployments.apps" => {
                 Kind::Deployment
             }
+            "rollout"
+            | "rollouts"
+            | "ro"
+            | "rollout.rollouts.kruise.io"
+            | "rollouts.rollouts.kruise.io" => Kind::Rollout,
             _ => return None,
         };
         Some(kind)
     }
 
+    /// The group, version, kind and plural. A Rollout's is v1beta1, the version Kruise
+    /// Rollout stores since v0.6; a server that serves only v1alpha1 gets
+    /// [`rollout_resource`]`("v1alpha1")` instead (the session decides from discovery).
     pub fn api_resource(self) -> ApiResource {
         let (group, version, kind, plural) = match self {
             Kind::CloneSet => ("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets"),
@@ -101,6 +114,7 @@ impl Kind {
                 "broadcastjobs",
             ),
             Kind::Deployment => ("apps", "v1", "Deployment", "deployments"),
+            Kind::Rollout => return rollout_resource("v1beta1"),
         };
         ApiResource {
             group: group.into(),
@@ -122,6 +136,30 @@ impl Kind {
         let ar = self.api_resource();
         format!("{}.{}", ar.plural, ar.group)
     }
+}
+
+/// Kruise Rollout's group.
+pub const ROLLOUTS_GROUP: &str = "rollouts.kruise.io";
+
+/// `rollouts.rollouts.kruise.io` at `version`.
+pub fn rollout_resource(version: &str) -> ApiResource {
+    ApiResource {
+        group: ROLLOUTS_GROUP.into(),
+        version: version.into(),
+        api_version: format!("{ROLLOUTS_GROUP}/{version}"),
+        kind: "Rollout".into(),
+        plural: "rollouts".into(),
+    }
+}
+
+/// The Rollout version to use of those the server serves for rollouts.kruise.io: v1beta1
+/// when served, else v1alpha1 (Kruise Rollout before v0.6); None when neither is (Kruise
+/// Rollout is not installed).
+pub fn rollout_version<'a>(served: impl IntoIterator<Item = &'a str>) -> Option<&'static str> {
+    let served: Vec<&str> = served.into_iter().collect();
+    ["v1beta1", "v1alpha1"]
+        .into_iter()
+        .find(|v| served.contains(v))
 }
 
 /// One object a command acts on.
@@ -238,6 +276,27 @@ mod tests {
         assert_eq!(
             parse_targets(&args(&["statefulsets.apps.kruise.io/s"])).unwrap()[0].reference(),
             "statefulset.apps.kruise.io/s"
+        );
+        for form in [
+            "rollout/r",
+            "ro/r",
+            "Rollouts/r",
+            "rollouts.rollouts.kruise.io/r",
+        ] {
+            let t = parse_targets(&args(&[form])).unwrap();
+            assert_eq!(t[0].reference(), "rollout.rollouts.kruise.io/r", "{form}");
+            assert_eq!(t[0].kind.resource(), "rollouts.rollouts.kruise.io");
+        }
+    }
+
+    #[test]
+    fn a_rollout_is_read_at_v1beta1_when_served_else_v1alpha1() {
+        assert_eq!(rollout_version(["v1alpha1", "v1beta1"]), Some("v1beta1"));
+        assert_eq!(rollout_version(["v1alpha1"]), Some("v1alpha1"));
+        assert_eq!(rollout_version(["v2"]), None);
+        assert_eq!(
+            rollout_resource("v1alpha1").api_version,
+            "rollouts.kruise.io/v1alpha1"
         );
     }
 
