@@ -388,6 +388,7 @@ async fn scale(session: &Session, target: &Target, to: i64) -> Result<()> {
     };
     session
         .api(target.kind)
+        .await?
         .patch(
             &target.name,
             &params,
