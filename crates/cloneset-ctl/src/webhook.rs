@@ -18,6 +18,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{CloneSet, CloneSetUpdateStrategyType};
+use kruise_api::appspub::InPlaceUpdateStrategy;
 use kruise_api::intstr::{self, Rounding};
 use kruise_api::pod::Pod;
 use kruise_runtime::Cache;
@@ -254,6 +255,10 @@ pub fn validate(
         }
     }
 
+    if let Some(in_place) = &strategy.in_place_update_strategy {
+        errors.extend(pre_download_errors(in_place));
+    }
+
     // 8. Priority and scatter.
     if let Some(priority) = &strategy.priority_strategy {
         errors.extend(admission::priority_strategy_errors(
@@ -354,6 +359,57 @@ pub fn validate(
             if let Some(v) = kruise_inplace::in_place_only_violation(&old_spec, &new_spec) {
                 errors.push(forbidden("spec.template.spec", v.to_string()));
             }
+        }
+    }
+    errors
+}
+
+/// The image pre-download fields as upstream's webhook checks them (v1.9.0
+/// pkg/webhook/cloneset/validating/validation.go): parallelism a whole number (no
+/// percent), none of them negative.
+fn pre_download_errors(in_place: &InPlaceUpdateStrategy) -> Vec<FieldError> {
+    let path = |field: &str| format!("spec.updateStrategy.inPlaceUpdateStrategy.{field}");
+    let mut errors = Vec::new();
+    if let Some(p) = &in_place.image_pre_download_parallelism {
+        let value = match p {
+            IntOrString::Int(n) => Ok(i64::from(*n)),
+            IntOrString::String(s) if s.ends_with('%') => {
+                Err("imagePreDownloadParallelism does not support percentage value".to_string())
+            }
+            IntOrString::String(s) => s
+                .parse::<i32>()
+                .map(i64::from)
+                .map_err(|e| format!("imagePreDownloadParallelism must be a valid integer: {e}")),
+        };
+        let problem = match value {
+            Ok(n) if n < 0 => Some("imagePreDownloadParallelism must be non-negative".to_string()),
+            Ok(_) => None,
+            Err(e) => Some(e),
+        };
+        if let Some(detail) = problem {
+            errors.push(invalid(
+                path("imagePreDownloadParallelism"),
+                show(p),
+                detail,
+            ));
+        }
+    }
+    for (field, value) in [
+        (
+            "imagePreDownloadTimeoutSeconds",
+            in_place.image_pre_download_timeout_seconds,
+        ),
+        (
+            "imagePreDownloadMinUpdatedReadyPods",
+            in_place.image_pre_download_min_updated_ready_pods,
+        ),
+    ] {
+        if let Some(v) = value.filter(|v| *v < 0) {
+            errors.push(invalid(
+                path(field),
+                v,
+                "must be greater than or equal to 0",
+            ));
         }
     }
     errors
@@ -760,6 +816,51 @@ mod tests {
                 .any(|e| e.contains("spec.updateStrategy.partition")
                     && e.contains("greater than or equal to 0")),
             "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn pre_download_fields_are_whole_non_negative_numbers() {
+        let in_place = |v: Value| {
+            check(with(
+                base_spec(),
+                "/updateStrategy",
+                json!({"type": "InPlaceIfPossible", "inPlaceUpdateStrategy": v}),
+            ))
+        };
+        let path = "spec.updateStrategy.inPlaceUpdateStrategy";
+        assert_eq!(
+            in_place(json!({"imagePreDownloadParallelism": "50%"})),
+            [format!(
+                "{path}.imagePreDownloadParallelism: Invalid value: \"50%\": imagePreDownloadParallelism does not support percentage value"
+            )]
+        );
+        assert_eq!(
+            in_place(json!({"imagePreDownloadParallelism": -1,
+                            "imagePreDownloadTimeoutSeconds": -5,
+                            "imagePreDownloadMinUpdatedReadyPods": -2})),
+            [
+                format!(
+                    "{path}.imagePreDownloadParallelism: Invalid value: -1: imagePreDownloadParallelism must be non-negative"
+                ),
+                format!(
+                    "{path}.imagePreDownloadTimeoutSeconds: Invalid value: -5: must be greater than or equal to 0"
+                ),
+                format!(
+                    "{path}.imagePreDownloadMinUpdatedReadyPods: Invalid value: -2: must be greater than or equal to 0"
+                ),
+            ]
+        );
+        let errs = in_place(json!({"imagePreDownloadParallelism": "many"}));
+        assert!(
+            errs[0].contains("imagePreDownloadParallelism must be a valid integer"),
+            "{errs:?}"
+        );
+        assert!(
+            in_place(json!({"imagePreDownloadParallelism": "3",
+                            "imagePreDownloadTimeoutSeconds": 0,
+                            "imagePreDownloadMinUpdatedReadyPods": 0}))
+            .is_empty()
         );
     }
 

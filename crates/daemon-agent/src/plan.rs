@@ -217,6 +217,7 @@ mod tests {
         image.pull_secrets = vec![ReferenceObject {
             namespace: "kruise-daemon-config".into(),
             name: "s".into(),
+            ..Default::default()
         }];
         let tag = &mut image.tags[0];
         tag.created_at = Some(Time("2024-01-01T00:00:00Z".parse().unwrap()));

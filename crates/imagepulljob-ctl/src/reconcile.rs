@@ -52,6 +52,7 @@ pub fn secret_refs(j: &ImagePullJob, config_ns: &str) -> Vec<ReferenceObject> {
             } else {
                 format!("{ns}.{name}")
             },
+            ..Default::default()
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -84,13 +85,30 @@ impl LifecycleState {
     }
 }
 
-/// `inPlaceUpdateStrategy`.
+/// `inPlaceUpdateStrategy` (CloneSet, Advanced StatefulSet). The `imagePreDownload*`
+/// fields tune gate `PreDownloadImageForInPlaceUpdate` as the
+/// `apps.kruise.io/image-predownload-*` annotations do; a field that is set wins over its
+/// annotation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InPlaceUpdateStrategy {
     /// Seconds between marking the Pod not-ready and changing its images.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub grace_period_seconds: i32,
+    /// Parallelism of the ImagePullJobs that pre-download the new images (a number, not a
+    /// percent; 0 pauses them). Defaults to 1 (annotation
+    /// `apps.kruise.io/image-predownload-parallelism`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pre_download_parallelism: Option<IntOrString>,
+    /// Pull timeout of each pre-download ImagePullJob. Defaults to 300 (annotation
+    /// `apps.kruise.io/image-predownload-timeout-seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pre_download_timeout_seconds: Option<i32>,
+    /// Updated ready Pods required before the new images are pre-downloaded. Defaults to 0
+    /// (annotation `apps.kruise.io/image-predownload-min-updated-ready-pods`, which also
+    /// takes a percent of replicas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pre_download_min_updated_ready_pods: Option<i32>,
 }
 
 /// The `apps.kruise.io/inplace-update-state` Pod annotation.

@@ -12,9 +12,9 @@
 //! A v1alpha1 object converted to v1beta1 and back is the object itself, up to what
 //! v1alpha1 defaulting writes anyway (an absent update strategy type becomes
 //! `ReCreate`, empty strategy objects are dropped). Where OpenKruise 1.9 loses
-//! information on the way back (v1beta1 `excludePreparingDelete`, the `rollingUpdate`
-//! settings of an OnDelete CloneSet) these functions keep it: in the label v1alpha1
-//! reads it from, and in the v1alpha1 fields.
+//! information (v1beta1 `excludePreparingDelete`, the `rollingUpdate` settings of an
+//! OnDelete CloneSet, the `imagePreDownload*` fields of a v1alpha1 CloneSet) these
+//! functions keep it: in the label v1alpha1 reads it from, and in the v1alpha1 fields.
 
 use serde_json::{Map, Value, json};
 
@@ -76,7 +76,8 @@ pub fn webhook_conversion(
 /// The label every namespace carries with its own name.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// The rollingUpdate fields that are v1alpha1 `updateStrategy` fields too.
+/// The image pre-download fields of `inPlaceUpdateStrategy` (both versions) and the
+/// v1alpha1 annotations that give the same settings.
 const PRE_DOWNLOAD: [(&str, &str); 3] = [
     (
         "imagePreDownloadParallelism",
@@ -189,14 +190,7 @@ pub fn cloneset_to_v1beta1(mut object: Value) -> Value {
         keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
     )
     .is_some_and(|v| v == "true");
-    let pre_download: Vec<(&str, String)> = PRE_DOWNLOAD
-        .iter()
-        .filter_map(|(field, key)| {
-            metadata_get(&object, "annotations", key)
-                .filter(|v| !v.is_empty())
-                .map(|v| (*field, v))
-        })
-        .collect();
+    let annotated = pre_download_annotations(&object);
     let Some(spec) = spec_of(&mut object) else {
         return object;
     };
@@ -229,20 +223,16 @@ pub fn cloneset_to_v1beta1(mut object: Value) -> Value {
             rolling.insert("podUpdatePolicy".into(), json!(policy));
         }
     }
-    if !pre_download.is_empty() {
+    // An annotation shows as its field (as in OpenKruise's conversion), unless the
+    // v1alpha1 field is set: that one wins, in the controller too.
+    if annotated.iter().any(Option::is_some) {
         let mut in_place = take_object(&mut rolling, "inPlaceUpdateStrategy");
-        for (field, value) in pre_download {
-            let converted = match field {
-                "imagePreDownloadParallelism" => Some(int_or_string(&value)),
-                _ => value.parse::<i32>().ok().map(|n| json!(n)),
-            };
-            if let Some(v) = converted {
-                in_place.insert(field.into(), v);
+        for ((field, _), value) in PRE_DOWNLOAD.iter().zip(annotated) {
+            if let Some(value) = value {
+                in_place.entry(*field).or_insert(value);
             }
         }
-        if !in_place.is_empty() {
-            rolling.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
-        }
+        rolling.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
     }
     if !rolling.is_empty() {
         strategy.insert("rollingUpdate".into(), Value::Object(rolling));
@@ -266,11 +256,28 @@ fn int_or_string(s: &str) -> Value {
     s.parse::<i64>().map_or_else(|_| json!(s), |n| json!(n))
 }
 
+/// The field value each [`PRE_DOWNLOAD`] annotation gives, in its order: parallelism any
+/// text (an IntOrString), the others an integer, as OpenKruise's v1alpha1 → v1beta1
+/// conversion reads them; an annotation that is absent, empty or not a number gives none.
+fn pre_download_annotations(object: &Value) -> Vec<Option<Value>> {
+    PRE_DOWNLOAD
+        .iter()
+        .map(|(field, key)| {
+            let text = metadata_get(object, "annotations", key).filter(|v| !v.is_empty())?;
+            match *field {
+                "imagePreDownloadParallelism" => Some(int_or_string(&text)),
+                _ => text.parse::<i32>().ok().map(|n| json!(n)),
+            }
+        })
+        .collect()
+}
+
 /// v1beta1 CloneSet → v1alpha1.
 pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
     object["apiVersion"] = json!(V1ALPHA1);
     let mut exclude = false;
-    let mut pre_download: Vec<(&str, String)> = Vec::new();
+    let annotated = pre_download_annotations(&object);
+    let mut cleared: Vec<&str> = Vec::new();
     if let Some(spec) = spec_of(&mut object) {
         let mut scale = take_object(spec, "scaleStrategy");
         let enable = scale
@@ -298,13 +305,19 @@ pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
         };
         alpha.insert("type".into(), json!(alpha_type));
         let mut in_place = take_object(&mut alpha, "inPlaceUpdateStrategy");
-        for (field, key) in PRE_DOWNLOAD {
-            if let Some(v) = in_place.remove(field) {
-                let text = match v {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                };
-                pre_download.push((key, text));
+        for ((field, key), annotated) in PRE_DOWNLOAD.iter().zip(&annotated) {
+            match in_place.get(*field) {
+                // What v1alpha1 → v1beta1 made of the annotation: the annotation alone
+                // keeps it, as before.
+                Some(value) if annotated.as_ref() == Some(value) => {
+                    in_place.remove(*field);
+                }
+                // Stored as the v1alpha1 field, which wins over the annotation.
+                Some(_) => {}
+                // Cleared by a v1beta1 client: the annotation, which would show it again
+                // on the next read (and the controller would follow it), goes too.
+                None if annotated.is_some() => cleared.push(key),
+                None => {}
             }
         }
         if !in_place.is_empty() {
@@ -332,11 +345,8 @@ pub fn cloneset_to_v1alpha1(mut object: Value) -> Value {
             keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE,
         );
     }
-    for (_, key) in PRE_DOWNLOAD {
-        match pre_download.iter().find(|(k, _)| *k == key) {
-            Some((_, value)) => metadata_set(&mut object, "annotations", key, value),
-            None => metadata_remove(&mut object, "annotations", key),
-        }
+    for key in cleared {
+        metadata_remove(&mut object, "annotations", key);
     }
     object
 }

@@ -513,32 +513,16 @@ fn convert(crd: &Value, doc: Value, desired: &str) -> Result<Value, String> {
 /// fails once the gap closes (so the entry leaves with the fix). Everything else in the
 /// fixture must still come back unchanged.
 const KNOWN_ROUND_TRIP_GAPS: &[(&str, &str, &str)] = &[
-    // CloneSet v1beta1 → v1alpha1 writes `excludePreparingDelete` and the three
-    // `imagePreDownload*` fields as the label/annotations v1alpha1 reads, and v1alpha1 →
-    // v1beta1 sets the fields from them and leaves them on the object, as OpenKruise's
-    // conversion does (v1.9.0 apis/apps/v1alpha1/cloneset_conversion.go): a v1beta1 object
-    // read back carries them too. Nothing is lost, and the fields decide (v1beta1 →
-    // v1alpha1 removes a label/annotation whose field is false or absent), so a cleared
-    // field does not come back (src/conversion/tests.rs).
+    // CloneSet v1beta1 → v1alpha1 writes `excludePreparingDelete` as the label v1alpha1
+    // reads, and v1alpha1 → v1beta1 sets the field from it and leaves it on the object, as
+    // OpenKruise's conversion does (v1.9.0 apis/apps/v1alpha1/cloneset_conversion.go): a
+    // v1beta1 object read back carries it too. Nothing is lost, and the field decides
+    // (v1beta1 → v1alpha1 removes the label when the field is false or absent), so a
+    // cleared field does not come back (src/conversion/tests.rs).
     (
         "cloneset.v1beta1.json",
         "/metadata/labels/apps.kruise.io~1cloneset-scaling-exclude-preparing-delete",
         "v1beta1 scaleStrategy.excludePreparingDelete comes back also as the v1alpha1 label",
-    ),
-    (
-        "cloneset.v1beta1.json",
-        "/metadata/annotations/apps.kruise.io~1image-predownload-parallelism",
-        "v1beta1 imagePreDownloadParallelism comes back also as the v1alpha1 annotation",
-    ),
-    (
-        "cloneset.v1beta1.json",
-        "/metadata/annotations/apps.kruise.io~1image-predownload-timeout-seconds",
-        "v1beta1 imagePreDownloadTimeoutSeconds comes back also as the v1alpha1 annotation",
-    ),
-    (
-        "cloneset.v1beta1.json",
-        "/metadata/annotations/apps.kruise.io~1image-predownload-min-updated-ready-pods",
-        "v1beta1 imagePreDownloadMinUpdatedReadyPods comes back also as the v1alpha1 annotation",
     ),
     // Advanced DaemonSet v1beta1 `scaleStrategy.partitionedScaling: true` is stored as the
     // `progressive-create-pod` annotation, which v1alpha1 → v1beta1 keeps (as OpenKruise's

@@ -23,6 +23,7 @@ use kruise_api::apps_v1alpha1::{
     ImagePullJob, ImagePullJobCompletionPolicy, ImagePullJobCompletionPolicyType, ImagePullJobSpec,
     ImagePullJobTemplate, PullPolicy, SandboxConfig,
 };
+use kruise_api::appspub::InPlaceUpdateStrategy;
 use kruise_api::intstr::{self, Rounding};
 use kruise_api::keys;
 use kruise_runtime::Events;
@@ -56,6 +57,9 @@ pub struct Rollout<'a> {
     /// The workload's metadata: its namespace (the jobs') and its
     /// `apps.kruise.io/image-predownload-*` annotations.
     pub meta: &'a ObjectMeta,
+    /// The workload's `inPlaceUpdateStrategy`, whose `imagePreDownload*` fields win over
+    /// the annotations.
+    pub strategy: Option<&'a InPlaceUpdateStrategy>,
     /// The workload's Pod selector; the jobs select its Pods not at the update revision.
     pub selector: &'a LabelSelector,
     /// The workload's Pod template: the jobs' labels, pull secrets and sandbox.
@@ -98,10 +102,12 @@ pub fn plan(rollout: &Rollout) -> PreDownload {
     }
     let annotations = rollout.meta.annotations.clone().unwrap_or_default();
     let replicas = rollout.replicas;
-    let min_ready = annotations
-        .get(keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS)
-        .map(|v| parse_int_or_percent(v))
-        .and_then(|v| intstr::scaled_value(&v, replicas, Rounding::Up).ok())
+    let field = |get: fn(&InPlaceUpdateStrategy) -> Option<i32>| rollout.strategy.and_then(get);
+    let min_ready = field(|s| s.image_pre_download_min_updated_ready_pods)
+        .or_else(|| {
+            let v = annotations.get(keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS)?;
+            intstr::scaled_value(&parse_int_or_percent(v), replicas, Rounding::Up).ok()
+        })
         .unwrap_or(0);
     if rollout.updated_ready < min_ready {
         return PreDownload::Nothing;
@@ -158,8 +164,15 @@ fn jobs(
             .filter(|v| *v > 0)
             .unwrap_or(default)
     };
-    let parallelism = positive(keys::IMAGE_PREDOWNLOAD_PARALLELISM, 1);
-    let timeout = positive(keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS, 300);
+    // A field is taken as written, as upstream's CloneSet controller does (its webhook
+    // refuses a negative or percent value).
+    let strategy = rollout.strategy;
+    let parallelism = strategy
+        .and_then(|s| s.image_pre_download_parallelism.clone())
+        .unwrap_or_else(|| IntOrString::Int(positive(keys::IMAGE_PREDOWNLOAD_PARALLELISM, 1)));
+    let timeout = strategy
+        .and_then(|s| s.image_pre_download_timeout_seconds)
+        .unwrap_or_else(|| positive(keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS, 300));
     let pull_secrets: Vec<String> = rollout
         .template
         .spec
@@ -184,7 +197,7 @@ fn jobs(
                 template: ImagePullJobTemplate {
                     pull_secrets: pull_secrets.clone(),
                     pod_selector: Some(pod_selector.clone()),
-                    parallelism: Some(IntOrString::Int(parallelism)),
+                    parallelism: Some(parallelism.clone()),
                     pull_policy: Some(PullPolicy {
                         backoff_limit: Some(1),
                         timeout_seconds: Some(timeout),
@@ -347,6 +360,7 @@ mod tests {
 
     struct Case {
         meta: ObjectMeta,
+        strategy: Option<InPlaceUpdateStrategy>,
         selector: LabelSelector,
         template: PodTemplateSpec,
         current: ControllerRevision,
@@ -360,6 +374,7 @@ mod tests {
                     namespace: Some("ns".into()),
                     ..Default::default()
                 },
+                strategy: None,
                 selector: LabelSelector {
                     match_labels: Some([("app".to_string(), "web".to_string())].into()),
                     ..Default::default()
@@ -380,6 +395,7 @@ mod tests {
                     ..Default::default()
                 },
                 meta: &self.meta,
+                strategy: self.strategy.as_ref(),
                 selector: &self.selector,
                 template: &self.template,
                 replicas: 10,
@@ -457,6 +473,51 @@ mod tests {
         let t = &jobs[0].spec.template;
         assert_eq!(t.parallelism, Some(IntOrString::Int(4)));
         assert_eq!(t.pull_policy.as_ref().unwrap().timeout_seconds, Some(300));
+    }
+
+    /// Each `imagePreDownload*` field that is set wins over its annotation, 0 included
+    /// (upstream's CloneSet controller reads the fields alone; the annotations are what its
+    /// v1alpha1 conversion turns into them).
+    #[test]
+    fn fields_win_over_the_annotations() {
+        let mut case = Case::new();
+        case.meta.annotations = Some(
+            [
+                (keys::IMAGE_PREDOWNLOAD_PARALLELISM, "4"),
+                (keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS, "30"),
+                (keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS, "3"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        assert_eq!(plan(&case.rollout()), PreDownload::Nothing, "3 ready first");
+        case.strategy = Some(InPlaceUpdateStrategy {
+            image_pre_download_parallelism: Some(IntOrString::Int(0)),
+            image_pre_download_timeout_seconds: Some(60),
+            image_pre_download_min_updated_ready_pods: Some(0),
+            ..Default::default()
+        });
+        let PreDownload::Create(jobs) = plan(&case.rollout()) else {
+            panic!("expected jobs")
+        };
+        let t = &jobs[0].spec.template;
+        assert_eq!(t.parallelism, Some(IntOrString::Int(0)));
+        assert_eq!(t.pull_policy.as_ref().unwrap().timeout_seconds, Some(60));
+
+        // A field left out: its annotation still counts.
+        case.strategy = Some(InPlaceUpdateStrategy {
+            image_pre_download_timeout_seconds: Some(60),
+            ..Default::default()
+        });
+        let mut rollout = case.rollout();
+        assert_eq!(plan(&rollout), PreDownload::Nothing);
+        rollout.updated_ready = 3;
+        let PreDownload::Create(jobs) = plan(&rollout) else {
+            panic!("expected jobs")
+        };
+        let t = &jobs[0].spec.template;
+        assert_eq!(t.parallelism, Some(IntOrString::Int(4)));
+        assert_eq!(t.pull_policy.as_ref().unwrap().timeout_seconds, Some(60));
     }
 
     #[test]

@@ -1433,6 +1433,74 @@ async fn predownload_gate_creates_an_image_pull_job() {
     .await;
 }
 
+/// The `inPlaceUpdateStrategy.imagePreDownload*` fields win over the annotations of the
+/// same settings: the annotations alone would wait for 4 updated ready Pods (never, with
+/// partition 2) and pull 5 at a time for 100 s; the fields start at once, 2 at a time, 60 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn predownload_fields_win_over_the_annotations() {
+    let ns = TestNamespace::new("cs-predownload-fields").await;
+    let _ctl = controller_with_gates(&ns, "PreDownloadImageForInPlaceUpdate=true").await;
+    let strategy = "  updateStrategy:\n    type: InPlaceIfPossible\n    partition: 2\n    \
+        inPlaceUpdateStrategy:\n      imagePreDownloadParallelism: 2\n      \
+        imagePreDownloadTimeoutSeconds: 60\n      imagePreDownloadMinUpdatedReadyPods: 0";
+    let annotations = "  annotations:\n    apps.kruise.io/image-predownload-parallelism: \"5\"\n    \
+        apps.kruise.io/image-predownload-timeout-seconds: \"100\"\n    \
+        apps.kruise.io/image-predownload-min-updated-ready-pods: \"4\"\n";
+    let yaml = cloneset_yaml("cs-demo", 4, strategy).replace(
+        "  name: cs-demo\n",
+        &format!("  name: cs-demo\n{annotations}"),
+    );
+    ns.apply(&yaml).await.unwrap();
+    // Stored, not pruned.
+    let in_place = cloneset(&ns, "cs-demo")
+        .await
+        .spec
+        .update_strategy
+        .in_place_update_strategy
+        .unwrap();
+    assert_eq!(
+        (
+            in_place.image_pre_download_parallelism,
+            in_place.image_pre_download_timeout_seconds,
+            in_place.image_pre_download_min_updated_ready_pods
+        ),
+        (
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2)),
+            Some(60),
+            Some(0)
+        )
+    );
+    wait_ready_pods(&ns, "cs-demo", 4).await;
+    set_image(&ns, "cs-demo", "nginx:1.7.9").await;
+    let cs = wait_status(&ns, "cs-demo", "the new revision", |cs| {
+        cs.status
+            .as_ref()
+            .is_some_and(|s| s.update_revision != s.current_revision)
+    })
+    .await;
+    let revision = cs.status.unwrap().update_revision;
+    let jobs: Api<kruise_api::apps_v1alpha1::ImagePullJob> = ns.api();
+    let job = wait_for("the ImagePullJob", MINUTE, || async {
+        jobs.get_opt(&format!("{revision}-nginx"))
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no job yet".to_string())
+    })
+    .await;
+    assert_eq!(job.spec.image, "nginx:1.7.9");
+    assert_eq!(
+        job.spec.template.parallelism,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2))
+    );
+    assert_eq!(
+        job.spec
+            .template
+            .pull_policy
+            .and_then(|p| p.timeout_seconds),
+        Some(60)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_hash_gate_labels_pods_with_the_hash_only() {
     let ns = TestNamespace::new("cs-shorthash").await;

@@ -27,6 +27,7 @@ pub fn plan_predownload(world: &World, enabled: bool, updated_ready: i32) -> Pre
     predownload::plan(&Rollout {
         owner: owner_reference(world),
         meta: &cs.metadata,
+        strategy: strategy.in_place_update_strategy.as_ref(),
         selector: &cs.spec.selector,
         template: &cs.spec.template,
         replicas,
@@ -87,6 +88,35 @@ mod tests {
                 .unwrap()
                 .timeout_seconds,
             Some(300)
+        );
+    }
+
+    #[test]
+    fn the_in_place_strategy_fields_win_over_the_annotations() {
+        let mut f = fixture(4);
+        f.cs.spec.update_strategy.in_place_update_strategy =
+            Some(kruise_api::appspub::InPlaceUpdateStrategy {
+                image_pre_download_parallelism: Some(
+                    k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(2),
+                ),
+                image_pre_download_timeout_seconds: Some(45),
+                ..Default::default()
+            });
+        let job = assert_one_pull_job(
+            plan_predownload(&f.world(), true, 0),
+            "cs-new-nginx",
+            "nginx:1.7.9",
+            2,
+            ["cs-new", "new"],
+        );
+        assert_eq!(
+            job.spec
+                .template
+                .pull_policy
+                .as_ref()
+                .unwrap()
+                .timeout_seconds,
+            Some(45)
         );
     }
 

@@ -131,7 +131,8 @@ pub fn node_state(
         .owner_references
         .iter()
         .any(|o| o.uid.as_deref() == Some(job_uid));
-    if !owned || !secrets.iter().all(|s| image.pull_secrets.contains(s)) {
+    let held = |s: &ReferenceObject| image.pull_secrets.iter().any(|r| r.same_object(s));
+    if !owned || !secrets.iter().all(held) {
         return NodeState::NotSynced;
     }
     let status = ni
@@ -399,7 +400,8 @@ pub fn write_tag(
         });
     }
     for s in secrets {
-        if !image.pull_secrets.contains(s) {
+        // Held already, whatever its mode: a second reference would name the same Secret.
+        if !image.pull_secrets.iter().any(|r| r.same_object(s)) {
             image.pull_secrets.push(s.clone());
         }
     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
-use kruise_api::apps_v1alpha1::{ImagePullJob, NodeImage, NodeImageSpec, ReferenceObject};
+use kruise_api::apps_v1alpha1::{
+    ImagePullJob, NodeImage, NodeImageSpec, REFERENCE_OBJECT_MODE_BATCH, ReferenceObject,
+};
 use kruise_api::keys;
 use kube::{Resource, ResourceExt};
 
@@ -153,9 +155,10 @@ pub fn prune(ni: &NodeImage, world: &PruneWorld) -> (Option<NodeImageSpec>, Opti
             }
             true
         });
-        image
-            .pull_secrets
-            .retain(|s| (world.secret_exists)(s) != Some(false));
+        // A `batch` reference goes with its image entry (upstream's nodeimage controller).
+        image.pull_secrets.retain(|s| {
+            s.mode == REFERENCE_OBJECT_MODE_BATCH || (world.secret_exists)(s) != Some(false)
+        });
     }
     spec.images.retain(|_, image| !image.tags.is_empty());
     ((spec != ni.spec).then_some(spec), again)

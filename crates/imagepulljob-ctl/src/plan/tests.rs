@@ -83,6 +83,7 @@ fn with_tag(
                 .map(|s| ReferenceObject {
                     namespace: "kruise-daemon-config".into(),
                     name: s.to_string(),
+                    ..Default::default()
                 })
                 .collect(),
             tags: vec![ImageTagSpec {
@@ -122,6 +123,7 @@ fn secrets(names: &[&str]) -> Vec<ReferenceObject> {
         .map(|s| ReferenceObject {
             namespace: "kruise-daemon-config".into(),
             name: s.to_string(),
+            ..Default::default()
         })
         .collect()
 }
@@ -652,6 +654,13 @@ fn pruning_follows_owners_and_ttl() {
     image.pull_secrets.push(ReferenceObject {
         namespace: "elsewhere".into(),
         name: "unknown".into(),
+        ..Default::default()
+    });
+    // A `batch` reference (upstream's shared copies) stays until its image entry goes.
+    image.pull_secrets.push(ReferenceObject {
+        namespace: "kruise-daemon-config".into(),
+        name: "gone-batch".into(),
+        mode: "batch".into(),
     });
     let secret_exists =
         |r: &ReferenceObject| (r.namespace == "kruise-daemon-config").then(|| r.name == "here");
@@ -665,7 +674,7 @@ fn pruning_follows_owners_and_ttl() {
         .iter()
         .map(|s| s.name.as_str())
         .collect();
-    assert_eq!(names, ["here", "unknown"]);
+    assert_eq!(names, ["here", "unknown", "gone-batch"]);
 }
 
 fn list_job(images: &[&str]) -> ImageListPullJob {
@@ -912,6 +921,7 @@ fn copies_are_made_again_when_missing_or_behind_their_source() {
         .map(|name| ReferenceObject {
             namespace: "kruise-daemon-config".into(),
             name: name.to_string(),
+            ..Default::default()
         })
         .collect();
     let digests = |known: &'static [(&'static str, &'static str, &'static str)]| {
@@ -942,6 +952,7 @@ fn copies_are_made_again_when_missing_or_behind_their_source() {
         .map(|name| ReferenceObject {
             namespace: "kruise-daemon-config".into(),
             name: name.to_string(),
+            ..Default::default()
         })
         .collect();
     let local_sources = digests(&[("kruise-daemon-config", "a", "1")]);

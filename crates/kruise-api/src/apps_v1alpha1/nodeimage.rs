@@ -88,6 +88,23 @@ pub struct ReferenceObject {
     /// Name of the object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// `batch` (v1beta1): a copy shared by every ImagePullJob with the same source Secret
+    /// (upstream's imagepulljob controller writes it on the copies it makes), kept until its
+    /// image entry goes even when the Secret is gone; other references are dropped once
+    /// their Secret is gone. imagepulljob-ctl writes no mode (its copies, also shared, go
+    /// when their last job does, and their references with them); the daemon ignores it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mode: String,
+}
+
+/// [`ReferenceObject::mode`] of a reference kept with its image entry.
+pub const REFERENCE_OBJECT_MODE_BATCH: &str = "batch";
+
+impl ReferenceObject {
+    /// The same Secret (namespace and name; the mode aside).
+    pub fn same_object(&self, other: &ReferenceObject) -> bool {
+        self.namespace == other.namespace && self.name == other.name
+    }
 }
 
 impl std::fmt::Display for ReferenceObject {
@@ -350,6 +367,23 @@ status:
 
     fn yaml_to_json(yaml: &str) -> serde_json::Value {
         serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn pull_secret_mode_round_trips_and_is_left_out_when_empty() {
+        let batch = serde_json::json!({"namespace": "kruise-daemon-config", "name": "s-abc", "mode": "batch"});
+        let r: ReferenceObject = serde_json::from_value(batch.clone()).unwrap();
+        assert_eq!(r.mode, REFERENCE_OBJECT_MODE_BATCH);
+        assert_eq!(serde_json::to_value(&r).unwrap(), batch);
+        let plain = ReferenceObject {
+            mode: String::new(),
+            ..r.clone()
+        };
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::json!({"namespace": "kruise-daemon-config", "name": "s-abc"})
+        );
+        assert!(plain.same_object(&r) && plain != r);
     }
 
     #[test]

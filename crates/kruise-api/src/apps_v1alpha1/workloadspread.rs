@@ -206,6 +206,13 @@ pub struct WorkloadSpreadSubsetCondition {
     /// Human-readable detail of the last transition.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The WorkloadSpread generation the condition was set from. v1beta1's conditions are
+    /// `metav1.Condition`, which has this field, so a client may write it there; it is kept
+    /// (in v1alpha1 too, the stored version) but never set by the controller, as upstream's
+    /// sets it neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub observed_generation: Option<i64>,
 }
 
 /// The `apps.kruise.io/matched-workloadspread` Pod annotation.

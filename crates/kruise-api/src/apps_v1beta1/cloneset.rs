@@ -142,22 +142,7 @@ pub struct RollingUpdateCloneSetStrategy {
     pub priority_strategy: Option<UpdatePriorityStrategy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scatter_strategy: UpdateScatterStrategy,
-    /// In-place update timing, plus the image pre-download settings v1alpha1 keeps in
-    /// annotations.
+    /// In-place update timing and the image pre-download settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub in_place_update_strategy: Option<BetaInPlaceUpdateStrategy>,
-}
-
-/// `appspub.InPlaceUpdateStrategy` with the image pre-download fields v1beta1 adds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BetaInPlaceUpdateStrategy {
-    #[serde(flatten)]
-    pub base: InPlaceUpdateStrategy,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pre_download_parallelism: Option<IntOrString>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pre_download_timeout_seconds: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pre_download_min_updated_ready_pods: Option<i32>,
+    pub in_place_update_strategy: Option<InPlaceUpdateStrategy>,
 }

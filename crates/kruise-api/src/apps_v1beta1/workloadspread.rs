@@ -71,3 +71,77 @@ pub struct WorkloadSpreadSubset {
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub patch: Option<serde_json::Value>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    /// A v1beta1 status as upstream's controller or a client writes it: subset conditions are
+    /// `metav1.Condition`, with `observedGeneration`.
+    #[test]
+    fn subset_conditions_keep_their_observed_generation() {
+        let condition = serde_json::json!({
+            "type": "Schedulable",
+            "status": "False",
+            "lastTransitionTime": "2024-05-01T10:00:00Z",
+            "reason": "ReschedulingTimeout",
+            "message": "a Pod could not be scheduled",
+            "observedGeneration": 7
+        });
+        let subset = serde_json::json!({
+            "name": "zone-a", "replicas": 1, "missingReplicas": 1, "conditions": [condition]
+        });
+        let original = serde_json::json!({
+            "apiVersion": "apps.kruise.io/v1beta1",
+            "kind": "WorkloadSpread",
+            "metadata": {"name": "ws", "namespace": "default"},
+            "spec": {
+                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                "subsets": [{"name": "zone-a"}]
+            },
+            "status": {
+                "observedGeneration": 7,
+                "subsetStatuses": [subset],
+                "versionedSubsetStatuses": {"5d8f": [subset]}
+            }
+        });
+        let ws: WorkloadSpread = serde_json::from_value(original.clone()).unwrap();
+        let status = ws.status.as_ref().unwrap();
+        assert_eq!(
+            status.subset_statuses[0].conditions[0].observed_generation,
+            Some(7)
+        );
+        assert_eq!(
+            status.versioned_subset_statuses["5d8f"][0].conditions[0].observed_generation,
+            Some(7)
+        );
+        assert_eq!(serde_json::to_value(&ws).unwrap(), original);
+
+        // Without it nothing is written (not a 0 upstream's schema would read as "set").
+        let mut without = ws.clone();
+        without.status.as_mut().unwrap().subset_statuses[0].conditions[0].observed_generation =
+            None;
+        let written = serde_json::to_value(&without).unwrap();
+        assert!(
+            written["status"]["subsetStatuses"][0]["conditions"][0]
+                .get("observedGeneration")
+                .is_none()
+        );
+
+        // Both served versions' schemas keep it: v1alpha1 is the stored one.
+        for crd in [
+            WorkloadSpread::crd(),
+            crate::apps_v1alpha1::WorkloadSpread::crd(),
+        ] {
+            let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+            let conditions = &schema["openAPIV3Schema"]["properties"]["status"]["properties"]["subsetStatuses"]
+                ["items"]["properties"]["conditions"]["items"];
+            assert_eq!(
+                conditions["properties"]["observedGeneration"]["type"], "integer",
+                "{}",
+                crd.spec.versions[0].name
+            );
+        }
+    }
+}

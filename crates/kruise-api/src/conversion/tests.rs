@@ -60,9 +60,10 @@ fn cloneset_v1beta1_fields_decide_over_leftover_labels_and_annotations() {
                      "rollingUpdate": {"inPlaceUpdateStrategy": {"imagePreDownloadTimeoutSeconds": 30}}}}});
     let alpha = convert_cloneset(beta, V1ALPHA1).unwrap();
     assert_eq!(alpha["metadata"]["labels"], json!({"app": "x"}));
+    assert_eq!(alpha["metadata"]["annotations"], json!({"note": "y"}));
     assert_eq!(
-        alpha["metadata"]["annotations"],
-        json!({"note": "y", "apps.kruise.io/image-predownload-timeout-seconds": "30"})
+        alpha["spec"]["updateStrategy"]["inPlaceUpdateStrategy"],
+        json!({"imagePreDownloadTimeoutSeconds": 30})
     );
     let back = convert_cloneset(alpha, V1BETA1).unwrap();
     assert!(
@@ -95,7 +96,7 @@ fn cloneset_on_delete_keeps_its_settings_both_ways() {
 }
 
 #[test]
-fn cloneset_exclude_preparing_delete_and_pre_download_move_between_spec_and_metadata() {
+fn cloneset_exclude_preparing_delete_moves_to_a_label_and_pre_download_stays_a_field() {
     let beta = json!({"apiVersion": V1BETA1, "kind": "CloneSet",
         "metadata": {"name": "cs", "labels": {"app": "x"}},
         "spec": {"scaleStrategy": {"enablePVCReuse": true, "excludePreparingDelete": true},
@@ -110,20 +111,69 @@ fn cloneset_exclude_preparing_delete_and_pre_download_move_between_spec_and_meta
         "true"
     );
     assert_eq!(alpha["metadata"]["labels"]["app"], "x");
-    let annotations = &alpha["metadata"]["annotations"];
-    assert_eq!(annotations[keys::IMAGE_PREDOWNLOAD_PARALLELISM], "2");
-    assert_eq!(annotations[keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS], "600");
-    assert_eq!(
-        annotations[keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS],
-        "1"
-    );
+    assert!(alpha["metadata"].get("annotations").is_none());
     assert!(alpha["spec"].get("scaleStrategy").is_none());
     assert_eq!(
         alpha["spec"]["updateStrategy"],
-        json!({"type": "InPlaceOnly"})
+        json!({"type": "InPlaceOnly",
+               "inPlaceUpdateStrategy": {"imagePreDownloadParallelism": 2,
+                                         "imagePreDownloadTimeoutSeconds": 600,
+                                         "imagePreDownloadMinUpdatedReadyPods": 1}})
     );
     let back = convert_cloneset(alpha, V1BETA1).unwrap();
     assert_eq!(back["spec"], beta["spec"]);
+}
+
+/// A v1alpha1 annotation shows as its v1beta1 field (as in OpenKruise); a v1alpha1 field
+/// set beside it wins, in v1beta1 as in the controller, and both come back as they were.
+#[test]
+fn cloneset_pre_download_fields_win_over_their_annotations() {
+    let mut alpha = cloneset(json!({"updateStrategy": {"type": "InPlaceIfPossible",
+        "inPlaceUpdateStrategy": {"gracePeriodSeconds": 3, "imagePreDownloadParallelism": 4}}}));
+    alpha["metadata"]["annotations"] = json!({
+        keys::IMAGE_PREDOWNLOAD_PARALLELISM: "1",
+        keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS: "90",
+        keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS: "20%",
+    });
+    let beta = convert_cloneset(alpha.clone(), V1BETA1).unwrap();
+    assert_eq!(
+        beta["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"],
+        // The percent is no v1beta1 field (an integer there): it stays the annotation.
+        json!({"gracePeriodSeconds": 3, "imagePreDownloadParallelism": 4,
+               "imagePreDownloadTimeoutSeconds": 90})
+    );
+    assert_eq!(beta["metadata"], alpha["metadata"]);
+    assert_eq!(convert_cloneset(beta.clone(), V1ALPHA1).unwrap(), alpha);
+
+    // A v1beta1 client changes the timeout: stored as the field, which wins; it clears
+    // parallelism: gone, the annotation that would bring a value back too.
+    let mut edited = beta;
+    let in_place = &mut edited["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"];
+    in_place["imagePreDownloadTimeoutSeconds"] = json!(120);
+    in_place
+        .as_object_mut()
+        .unwrap()
+        .remove("imagePreDownloadParallelism");
+    let stored = convert_cloneset(edited.clone(), V1ALPHA1).unwrap();
+    assert_eq!(
+        stored["spec"]["updateStrategy"]["inPlaceUpdateStrategy"],
+        json!({"gracePeriodSeconds": 3, "imagePreDownloadTimeoutSeconds": 120})
+    );
+    assert_eq!(
+        stored["metadata"]["annotations"],
+        json!({keys::IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS: "90",
+               keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS: "20%"})
+    );
+    let mut read_back = convert_cloneset(stored, V1BETA1).unwrap();
+    read_back["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(keys::IMAGE_PREDOWNLOAD_PARALLELISM);
+    edited["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(keys::IMAGE_PREDOWNLOAD_PARALLELISM);
+    assert_eq!(read_back, edited);
 }
 
 #[test]
@@ -174,6 +224,21 @@ fn intstr() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// A value of each [`PRE_DOWNLOAD`] field in `inPlaceUpdateStrategy` and of each
+/// annotation, each present or not: the v1alpha1 objects the two spellings make.
+fn pre_download() -> impl Strategy<Value = Vec<(Option<Value>, Option<String>)>> {
+    let text = prop_oneof![
+        (0..4i32).prop_map(|n| n.to_string()),
+        Just("50%".to_string()),
+        Just("x".to_string()),
+    ];
+    let field = prop_oneof![(0..4i32).prop_map(|n| json!(n)), Just(json!("2"))];
+    proptest::collection::vec(
+        (proptest::option::of(field), proptest::option::of(text)),
+        PRE_DOWNLOAD.len(),
+    )
+}
+
 fn alpha_cloneset() -> impl Strategy<Value = Value> {
     (
         prop_oneof![
@@ -188,10 +253,10 @@ fn alpha_cloneset() -> impl Strategy<Value = Value> {
         any::<bool>(),
         proptest::option::of(1..60i32),
         any::<bool>(),
-        proptest::option::of(intstr()),
+        pre_download(),
     )
         .prop_map(
-            |(ty, partition, surge, paused, disable, grace, exclude, parallelism)| {
+            |(ty, partition, surge, paused, disable, grace, exclude, pre_download)| {
                 let mut update = json!({"type": ty, "paused": paused});
                 if let Some(p) = partition {
                     update["partition"] = p;
@@ -213,13 +278,13 @@ fn alpha_cloneset() -> impl Strategy<Value = Value> {
                     o["metadata"]["labels"] =
                         json!({keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE: "true"});
                 }
-                if let Some(p) = parallelism {
-                    let text = match p {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    o["metadata"]["annotations"] =
-                        json!({keys::IMAGE_PREDOWNLOAD_PARALLELISM: text});
+                for ((field, key), (value, text)) in PRE_DOWNLOAD.iter().zip(pre_download) {
+                    if let Some(v) = value {
+                        o["spec"]["updateStrategy"]["inPlaceUpdateStrategy"][*field] = v;
+                    }
+                    if let Some(t) = text {
+                        o["metadata"]["annotations"][*key] = json!(t);
+                    }
                 }
                 o
             },
@@ -228,13 +293,61 @@ fn alpha_cloneset() -> impl Strategy<Value = Value> {
 
 proptest! {
     /// v1alpha1 → v1beta1 → v1alpha1 gives the object back, so a client reading and
-    /// writing v1beta1 never changes what the controller sees.
+    /// writing v1beta1 never changes what the controller sees. One spelling changes, not
+    /// the setting: a pre-download field equal to what its annotation says comes back as
+    /// the annotation alone (v1beta1 shows both the same way, and an annotation alone is
+    /// far the more common).
     #[test]
     fn cloneset_round_trips(alpha in alpha_cloneset()) {
         let beta = convert_cloneset(alpha.clone(), V1BETA1).unwrap();
         prop_assert_eq!(&beta["metadata"]["name"], &alpha["metadata"]["name"]);
         let back = convert_cloneset(beta, V1ALPHA1).unwrap();
-        prop_assert_eq!(back, alpha);
+        let mut expected = alpha.clone();
+        for ((field, _), annotated) in PRE_DOWNLOAD.iter().zip(pre_download_annotations(&alpha)) {
+            if let Some(in_place) = expected
+                .pointer_mut("/spec/updateStrategy/inPlaceUpdateStrategy")
+                .and_then(Value::as_object_mut)
+                && annotated.is_some()
+                && in_place.get(*field) == annotated.as_ref()
+            {
+                in_place.remove(*field);
+            }
+        }
+        let strategy = expected["spec"]["updateStrategy"].as_object_mut().unwrap();
+        if strategy.get("inPlaceUpdateStrategy").is_some_and(|s| s == &json!({})) {
+            strategy.remove("inPlaceUpdateStrategy");
+        }
+        prop_assert_eq!(back, expected);
+    }
+
+    /// v1beta1 → v1alpha1 → v1beta1 gives back what a v1beta1 client wrote, except an
+    /// annotation giving a pre-download setting whose field the client left out: that one
+    /// is dropped, so a cleared field stays cleared.
+    #[test]
+    fn cloneset_v1beta1_pre_download_round_trips(settings in pre_download()) {
+        let mut beta = json!({"apiVersion": V1BETA1, "kind": "CloneSet",
+            "metadata": {"name": "cs", "annotations": {"note": "y"}},
+            "spec": {"scaleStrategy": {"enablePVCReuse": true},
+                     "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                         "podUpdatePolicy": "InPlaceIfPossible",
+                         "inPlaceUpdateStrategy": {"gracePeriodSeconds": 1}}}}});
+        for ((field, key), (value, text)) in PRE_DOWNLOAD.iter().zip(settings) {
+            if let Some(v) = value {
+                beta["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"][*field] = v;
+            }
+            if let Some(t) = text {
+                beta["metadata"]["annotations"][*key] = json!(t);
+            }
+        }
+        let back = convert_cloneset(convert_cloneset(beta.clone(), V1ALPHA1).unwrap(), V1BETA1).unwrap();
+        let mut expected = beta.clone();
+        let in_place = &beta["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"];
+        for ((field, key), annotated) in PRE_DOWNLOAD.iter().zip(pre_download_annotations(&beta)) {
+            if annotated.is_some() && in_place.get(*field).is_none() {
+                expected["metadata"]["annotations"].as_object_mut().unwrap().remove(*key);
+            }
+        }
+        prop_assert_eq!(back, expected);
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub fn plan_predownload(world: &World, updated_ready: i32) -> PreDownload {
     predownload::plan(&Rollout {
         owner: controller_reference(sts),
         meta: &sts.metadata,
+        // Upstream's Advanced StatefulSet controller reads only the annotations; the
+        // fields (which its CRD stores) are honoured here as for CloneSet.
+        strategy: (strategy.rolling_update.as_ref())
+            .and_then(|r| r.in_place_update_strategy.as_ref()),
         selector: &sts.spec.selector,
         template: &sts.spec.template,
         replicas: world.replicas(),
@@ -85,6 +89,29 @@ mod tests {
         assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
         let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(owner.kind, "StatefulSet");
+    }
+
+    #[test]
+    fn the_in_place_strategy_fields_win_over_the_annotations() {
+        let mut f = fixture(10);
+        f.sts.metadata.annotations.as_mut().unwrap().insert(
+            keys::IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS.into(),
+            "5".into(),
+        );
+        rolling(&mut f).in_place_update_strategy =
+            Some(kruise_api::appspub::InPlaceUpdateStrategy {
+                image_pre_download_parallelism: Some(IntOrString::Int(3)),
+                image_pre_download_min_updated_ready_pods: Some(1),
+                ..Default::default()
+            });
+        assert_eq!(plan_predownload(&f.world(), 0), PreDownload::Nothing);
+        assert_one_pull_job(
+            plan_predownload(&f.world(), 1),
+            "web-new-nginx",
+            "nginx:1.7.9",
+            3,
+            ["web-new", "new"],
+        );
     }
 
     #[test]

@@ -539,6 +539,7 @@ mod tests {
         r.pod_update_policy = Some(PodUpdateStrategyType::InPlaceIfPossible);
         r.in_place_update_strategy = Some(kruise_api::appspub::InPlaceUpdateStrategy {
             grace_period_seconds: 10,
+            ..Default::default()
         });
         f.add_pods(&[0], Rev::Current, Ready::Yes);
         let plan = update(&f);

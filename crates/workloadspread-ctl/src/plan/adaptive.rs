@@ -53,6 +53,7 @@ fn condition(
         last_transition_time: Some(Time(at)),
         reason: reason.to_string(),
         message: message.to_string(),
+        observed_generation: None,
     }
 }
 
