@@ -7,6 +7,7 @@ mod agentauthz;
 mod bench;
 mod broadcastjob;
 mod cli;
+mod cli_restart;
 mod cloneset;
 mod conversion;
 mod cronjob;
