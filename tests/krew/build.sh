@@ -5,7 +5,8 @@
 #                          target-feature=+crt-static", --target <host>, as tests/images.sh
 #                          builds the controllers), packed with LICENSE into
 #                          target/krew/kubectl-kruise-linux-amd64.tar.gz, reproducibly (entries
-#                          sorted, mtime the last commit's time, owner 0:0, gzip without a
+#                          sorted, mtime the time of the last commit changing its
+#                          inputs, owner 0:0, gzip without a
 #                          name or time), and deploy/krew/kruise.yaml (a krew Plugin named
 #                          kruise, as kruise-tools' .krew.yaml) with that archive's sha256
 #
@@ -30,8 +31,11 @@ bin=$target_dir/$host/release/kubectl-kruise
 out=$target_dir/krew
 archive=$out/kubectl-kruise-$platform.tar.gz
 url=${RELEASE_URL:-$repository/releases/download/v$version/kubectl-kruise-$platform.tar.gz}
-# The last commit's time: the same tree packs to the same bytes on any machine, any day.
-epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
+# The time of the last commit that changed what goes into the archive: the same sources
+# pack to the same bytes on any machine, any day, and a commit elsewhere in the tree (the
+# manifest's own, too) leaves the archive and the manifest's sha256 as they were.
+inputs=(crates/kubectl-kruise Cargo.toml Cargo.lock LICENSE tests/krew/build.sh)
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct -- "${inputs[@]}" 2>/dev/null || echo 0)}
 
 log() { echo "krew: $*" >&2; }
 
@@ -67,7 +71,7 @@ sha=$(sha256sum "$archive" | cut -d' ' -f1)
 mkdir -p deploy/krew
 cat >deploy/krew/kruise.yaml <<YAML
 # Written by tests/krew/build.sh (make krew) from the archive it packs: do not edit; the
-# sha256 is that of target/krew/kubectl-kruise-$platform.tar.gz built from this commit.
+# sha256 is that of target/krew/kubectl-kruise-$platform.tar.gz packed by it.
 apiVersion: krew.googlecontainertools.github.com/v1alpha2
 kind: Plugin
 metadata:
