@@ -4,11 +4,11 @@
 #   tests/krew/build.sh    a static release build of kubectl-kruise (RUSTFLAGS="-C
 #                          target-feature=+crt-static", --target <host>, as tests/images.sh
 #                          builds the controllers), packed with LICENSE into
-#                          target/krew/kubectl-kruise-linux-amd64.tar.gz, reproducibly (entries
-#                          sorted, mtime the time of the last commit changing its
-#                          inputs, owner 0:0, gzip without a
-#                          name or time), and deploy/krew/kruise.yaml (a krew Plugin named
-#                          kruise, as kruise-tools' .krew.yaml) with that archive's sha256
+#                          target/krew/kubectl-kruise-linux-amd64.tar.gz, reproducibly
+#                          (entries sorted, mtime the last commit changing its inputs, owner
+#                          0:0, gzip without a name or time), and deploy/krew/kruise.yaml (a
+#                          krew Plugin named kruise, as kruise-tools' .krew.yaml) with that
+#                          archive's sha256
 #
 # RELEASE_URL is the address the archive will be published at (default: the repository's
 # GitHub release v<version>); krew downloads it from there, or takes a local copy with
