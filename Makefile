@@ -4,7 +4,7 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, bench-compare, conformance, fuzz, chaos, images, deploy; with the real node
+# e2e, bench, bench-compare, conformance, fuzz, chaos, images, krew, deploy; with the real node
 # (root; make test adds it when run as root): up-real, e2e-real, deploy-local. Everything
 # lands under .local/ (kubeconfig, logs).
 
@@ -17,6 +17,7 @@ E2E_THREADS ?= 6
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
 .PHONY: chaos migration-test schema-parity
+.PHONY: krew
 
 help:
 	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
@@ -103,6 +104,9 @@ chaos: deps ## controllers shot at (leader kill -9, apiserver restart, etcd comp
 images: ## one image per controller binary, FROM scratch, nothing pulled (a Docker engine, else buildah: installed if missing)
 	@command -v buildah >/dev/null || docker info >/dev/null 2>&1 || tests/deps.sh --images
 	@tests/images.sh
+
+krew: ## kubectl-kruise as a static release binary, packed reproducibly with LICENSE into target/krew/kubectl-kruise-linux-amd64.tar.gz, and its krew manifest deploy/krew/kruise.yaml (not part of make test)
+	@tests/krew/build.sh
 
 helm-test: deps ## the Helm chart deploy/helm/kruise-rs installed, upgraded and uninstalled on the real node with every controller (make up-real first; make test runs it with cloneset, imagepulljob and the agent) [NO_BUILD=1]
 	@tests/helm/install.sh

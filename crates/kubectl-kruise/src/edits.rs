@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::CrrTiming;
 use crate::error::{Error, Result};
 use crate::target::{Kind, Target};
 
@@ -461,16 +462,14 @@ pub fn check_pods_owned(
     Ok(())
 }
 
-/// The ContainerRecreateRequest `create containerrecreaterequest` makes, with kruise-tools'
-/// defaults (failurePolicy Fail, unreadyGracePeriodSeconds 3, activeDeadlineSeconds 300,
-/// ttlSecondsAfterFinished 1800). No containers: all of the Pod's.
+/// The ContainerRecreateRequest `create containerrecreaterequest` (and `restart container`)
+/// makes, with kruise-tools' defaults (failurePolicy Fail, activeDeadlineSeconds 300,
+/// ttlSecondsAfterFinished 1800) and the timing flags. No containers: all of the Pod's.
 pub struct CrrOptions<'a> {
     pub name: &'a str,
     pub pod: &'a Value,
     pub containers: &'a [String],
-    pub unready_grace_period_seconds: i64,
-    pub termination_grace_period_seconds: Option<i64>,
-    pub min_started_seconds: i64,
+    pub timing: &'a CrrTiming,
 }
 
 pub fn container_recreate_request(o: &CrrOptions<'_>) -> Result<Value> {
@@ -498,14 +497,15 @@ pub fn container_recreate_request(o: &CrrOptions<'_>) -> Result<Value> {
             in_pod.join(", ")
         )));
     }
+    let t = o.timing;
     let mut strategy = json!({
         "failurePolicy": "Fail",
         "orderedRecreate": false,
-        "unreadyGracePeriodSeconds": o.unready_grace_period_seconds,
-        "minStartedSeconds": o.min_started_seconds,
+        "unreadyGracePeriodSeconds": t.unready_grace_period_seconds,
+        "minStartedSeconds": t.min_started_seconds,
     });
-    if let Some(t) = o.termination_grace_period_seconds {
-        strategy["terminationGracePeriodSeconds"] = json!(t);
+    if let Some(grace) = t.termination_grace_period_seconds {
+        strategy["terminationGracePeriodSeconds"] = json!(grace);
     }
     Ok(json!({
         "apiVersion": "apps.kruise.io/v1alpha1",
@@ -521,54 +521,89 @@ pub fn container_recreate_request(o: &CrrOptions<'_>) -> Result<Value> {
     }))
 }
 
-/// A finished ContainerRecreateRequest's outcome: `Ok(summary)` when every container was
-/// recreated, else the failures.
-pub fn crr_outcome(crr: &Value) -> Option<Result<String>> {
+/// What a completed ContainerRecreateRequest did to each container it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrrOutcome {
+    /// The containers recreated (phase Succeeded), in the request's order.
+    pub recreated: Vec<String>,
+    /// `NAME: PHASE MESSAGE` of every other container; a container without a state (the
+    /// request ended before the agent reached it) is `NAME: not started`.
+    pub failed: Vec<String>,
+    /// The request's own status message (why it ended: deadline, Pod gone, …).
+    pub message: String,
+}
+
+impl CrrOutcome {
+    /// `Err` naming the containers not recreated, if any.
+    pub fn check(&self) -> Result<()> {
+        if self.failed.is_empty() {
+            return Ok(());
+        }
+        let why = if self.message.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.message)
+        };
+        Err(Error::Failed(format!(
+            "containers not recreated: {}{why}",
+            self.failed.join("; ")
+        )))
+    }
+}
+
+/// The outcome of a ContainerRecreateRequest once its phase is Completed (`None` before).
+pub fn crr_outcome(crr: &Value) -> Option<CrrOutcome> {
     let phase = crr.pointer("/status/phase").and_then(Value::as_str)?;
     if phase != "Completed" {
         return None;
     }
-    let states: Vec<(String, String, String)> = crr
+    let str_at = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let states: Vec<&Value> = crr
         .pointer("/status/containerRecreateStates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|s| {
-            let field = |k: &str| {
-                s.get(k)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (field("name"), field("phase"), field("message"))
-        })
         .collect();
-    let failed: Vec<String> = states
-        .iter()
-        .filter(|(_, phase, _)| phase != "Succeeded")
-        .map(|(name, phase, message)| format!("{name}: {phase} {message}").trim().to_string())
+    let mut names: Vec<String> = crr
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| str_at(c, "name"))
         .collect();
-    if failed.is_empty() {
-        Some(Ok(states
-            .iter()
-            .map(|(n, _, _)| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")))
-    } else {
-        let message = crr
+    // A state for a container the spec does not list (not expected) still counts.
+    for s in &states {
+        let name = str_at(s, "name");
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let mut outcome = CrrOutcome {
+        recreated: Vec::new(),
+        failed: Vec::new(),
+        message: crr
             .pointer("/status/message")
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        Some(Err(Error::Failed(format!(
-            "containers not recreated: {}{}",
-            failed.join("; "),
-            if message.is_empty() {
-                String::new()
-            } else {
-                format!(" ({message})")
-            }
-        ))))
+            .unwrap_or_default()
+            .to_string(),
+    };
+    for name in names {
+        match states.iter().find(|s| str_at(s, "name") == name) {
+            Some(s) if str_at(s, "phase") == "Succeeded" => outcome.recreated.push(name),
+            Some(s) => outcome.failed.push(
+                format!("{name}: {} {}", str_at(s, "phase"), str_at(s, "message"))
+                    .trim()
+                    .to_string(),
+            ),
+            None => outcome.failed.push(format!("{name}: not started")),
+        }
     }
+    Some(outcome)
 }
 
 #[cfg(test)]
@@ -728,13 +763,16 @@ mod tests {
     #[test]
     fn a_crr_names_the_pod_s_containers() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
+        let timing = CrrTiming {
+            unready_grace_period_seconds: 3,
+            termination_grace_period_seconds: Some(5),
+            min_started_seconds: 2,
+        };
         let o = CrrOptions {
             name: "r",
             pod: &pod,
             containers: &[],
-            unready_grace_period_seconds: 3,
-            termination_grace_period_seconds: None,
-            min_started_seconds: 0,
+            timing: &timing,
         };
         let crr = container_recreate_request(&o).unwrap();
         assert_eq!(crr["spec"]["podName"], "p");
@@ -742,22 +780,38 @@ mod tests {
             crr["spec"]["containers"],
             json!([{"name": "a"}, {"name": "b"}])
         );
-        assert_eq!(crr["spec"]["strategy"]["failurePolicy"], "Fail");
+        assert_eq!(
+            crr["spec"]["strategy"],
+            json!({"failurePolicy": "Fail", "orderedRecreate": false,
+                   "unreadyGracePeriodSeconds": 3, "minStartedSeconds": 2,
+                   "terminationGracePeriodSeconds": 5})
+        );
         let missing = ["c".to_string()];
         let o = CrrOptions {
             containers: &missing,
             ..o
         };
-        assert!(container_recreate_request(&o).is_err());
+        let err = container_recreate_request(&o).unwrap_err().to_string();
+        assert_eq!(err, r#"pod "p" has no container "c" (it has: a, b)"#);
     }
 
     #[test]
     fn crr_outcomes() {
         assert!(crr_outcome(&json!({"status": {"phase": "Recreating"}})).is_none());
-        let ok = json!({"status": {"phase": "Completed", "containerRecreateStates": [{"name": "a", "phase": "Succeeded"}]}});
-        assert_eq!(crr_outcome(&ok).unwrap().unwrap(), "a");
-        let bad = json!({"status": {"phase": "Completed", "message": "deadline",
-            "containerRecreateStates": [{"name": "a", "phase": "Failed", "message": "x"}]}});
-        assert!(crr_outcome(&bad).unwrap().is_err());
+        let ok = json!({"spec": {"containers": [{"name": "a"}]},
+            "status": {"phase": "Completed", "containerRecreateStates": [{"name": "a", "phase": "Succeeded"}]}});
+        let outcome = crr_outcome(&ok).unwrap();
+        assert_eq!(outcome.recreated, ["a"]);
+        assert!(outcome.check().is_ok());
+        let bad = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]},
+            "status": {"phase": "Completed", "message": "deadline",
+            "containerRecreateStates": [{"name": "a", "phase": "Failed", "message": "x"},
+                                        {"name": "b", "phase": "Succeeded"}]}});
+        let outcome = crr_outcome(&bad).unwrap();
+        assert_eq!(outcome.recreated, ["b"]);
+        assert_eq!(
+            outcome.check().unwrap_err().to_string(),
+            "containers not recreated: a: Failed x; c: not started (deadline)"
+        );
     }
 }

@@ -27,7 +27,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// Starts crr-ctl for the namespace with `gates`, and waits until the apiserver calls its
 /// mutating webhook (a dry-run request for a missing Pod is refused with our message; with
 /// the gate off, with the gate's).
-async fn start_manager(ns: &TestNamespace, gates: &str) -> RunningController {
+pub async fn start_manager(ns: &TestNamespace, gates: &str) -> RunningController {
     let ctl = RunningController::start(crr_ctl::IDENTITY, &ns.name, gates, crr_ctl::run).await;
     let api: Api<ContainerRecreateRequest> = ns.api();
     let probe: ContainerRecreateRequest = serde_json::from_value(json!({
@@ -103,7 +103,7 @@ async fn wait_deleted(ns: &TestNamespace, name: &str, timeout: Duration) {
 /// A Pod on a shared kwok node (`node`, or the scheduler's pick), Running, with
 /// `containers` (kwok gives them no containerID: the test writes one into the status, as
 /// a runtime would).
-async fn kwok_pod(
+pub async fn kwok_pod(
     ns: &TestNamespace,
     name: &str,
     containers: &[&str],

@@ -8,6 +8,7 @@ mod bench;
 mod broadcastjob;
 mod cli;
 mod cli_migrate;
+mod cli_restart;
 mod cli_rollout;
 mod cloneset;
 mod conversion;
