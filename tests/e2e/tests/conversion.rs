@@ -183,9 +183,19 @@ spec:
         alpha.labels()[keys::CLONESET_SCALING_EXCLUDE_PREPARING_DELETE],
         "true"
     );
+    // The pre-download setting is a v1alpha1 field too (as upstream v1.9.0's
+    // CloneSetUpdateStrategy): it stays a field, no annotation is made up for it.
     assert_eq!(
-        alpha.annotations()[keys::IMAGE_PREDOWNLOAD_PARALLELISM],
-        "3"
+        strategy
+            .in_place_update_strategy
+            .as_ref()
+            .and_then(|s| s.image_pre_download_parallelism.clone()),
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(3))
+    );
+    assert!(
+        !alpha
+            .annotations()
+            .contains_key(keys::IMAGE_PREDOWNLOAD_PARALLELISM)
     );
 
     // Reconciled: two Pods, ready.
