@@ -627,9 +627,12 @@ spec:
             }
         }
     };
+    // Twice the usual timeout: the scheduler must first mark the Pods unschedulable, then
+    // rescheduleCriticalSeconds pass; under a full parallel suite on 2 cores this took over 60 s once
+    // (alone: 18 s for the whole test).
     wait_for(
         "nowhere unschedulable, its replicas in zone-a",
-        TIMEOUT,
+        2 * TIMEOUT,
         || async {
             let status = ud_status(&ns, "adaptive-ud").await;
             let c = schedulable(&status);
