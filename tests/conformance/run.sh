@@ -200,10 +200,43 @@ suite_setup() {
       log "tainting $tainted_node as kind's control plane for the suite (3 schedulable workers)"
       kc taint nodes "$tainted_node" "$control_plane_taint" --overwrite >/dev/null
       ;;
+    daemonset) kind_workers_setup ;;
     containerrecreaterequest | imagepulljob | imagelistpulljob) daemon_setup "$1" ;;
     # Pods on real-0 alone, as for ContainerRecreateRequest: the agent acts there only.
     containermeta | podprobemarker | sidecarterminator) daemon_setup containerrecreaterequest ;;
   esac
+}
+# - daemonset: kind's worker nodes and a stoppable kubelet. "should ignore not ready nodes
+#   during rolling update when annotation is set" takes the Nodes whose name contains
+#   "-worker", stops the last two with `docker stop` and starts them again with `docker
+#   start`, and waits for a Ready kruise-controller-manager Pod in kruise-system. For the
+#   suite, two kwok Nodes named as kind names its workers (kind-nodes/nodes.yaml), a
+#   `docker` on the suite's PATH that stops and starts such a Node's kubelet as kwok plays
+#   it (kind-nodes/docker: it takes the Node's Lease from kwok and gives it back), and a
+#   stand-in manager Deployment (kind-nodes/kruise-manager.yaml); all removed after.
+kind_workers=false
+suite_path=
+kind_workers_setup() {
+  log "suite daemonset: adding kind's worker stand-ins (kwok-worker, kwok-worker2), a docker stand-in on the suite's PATH, a stand-in manager Pod"
+  kind_workers=true
+  suite_path=$here/kind-nodes
+  kc apply -f "$here/kind-nodes/nodes.yaml" >/dev/null
+  local deadline=$((SECONDS + 60))
+  until [ "$(kc get nodes -l e2e.kruise.io/kind-worker=true -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" = 2 ]; do
+    [ $SECONDS -lt $deadline ] || { log "the kind worker stand-ins are not Ready after 60s"; break; }
+    sleep 1
+  done
+  kc taint nodes -l e2e.kruise.io/kind-worker=true node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
+  kc create namespace kruise-system --dry-run=client -o yaml | kc apply -f - >/dev/null
+  kc apply -f "$here/kind-nodes/kruise-manager.yaml" >/dev/null
+  kc -n kruise-system rollout status deployment/kruise-controller-manager --timeout=60s >/dev/null ||
+    log "the stand-in manager Pod is not Ready after 60s"
+}
+kind_workers_teardown() {
+  kc -n kruise-system delete deployment kruise-controller-manager --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  kc delete nodes -l e2e.kruise.io/kind-worker=true --ignore-not-found >/dev/null 2>&1 || true
+  kind_workers=false
+  suite_path=
 }
 # - containerrecreaterequest, imagepulljob, imagelistpulljob (kruise-daemon's suites): only
 #   real-0 has a node agent, so the specs must see real-0 only. The stand-ins for the
@@ -257,6 +290,9 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)' >"$
   esac
 }
 suite_teardown() {
+  if $kind_workers; then
+    kind_workers_teardown
+  fi
   if [ -n "$tainted_node" ]; then
     kc taint nodes "$tainted_node" "$control_plane_taint-" >/dev/null 2>&1 || true
     tainted_node=
@@ -285,7 +321,7 @@ skip_re=$("$report" regex "$here/skips.txt" "$real_list")
 only_skips_re=$("$report" regex "$here/skips.txt")
 suite_run() { # json-report focus-regex
   # The binary exits non-zero when a spec fails; the summary below says which.
-  (cd "$out" && KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
+  (cd "$out" && PATH=${suite_path:+$suite_path:}$PATH KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
     "$bin" -test.timeout=0 \
     --ginkgo.label-filter="$label" \
     ${3:+--ginkgo.skip="$3"} \

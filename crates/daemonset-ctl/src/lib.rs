@@ -98,6 +98,7 @@ pub fn options(runtime: &Runtime) -> Options {
             env_from_metadata: g.enabled(gates::IN_PLACE_UPDATE_ENV_FROM_METADATA),
             vertical_scaling: g.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING),
         },
+        prune_ineligible_nodes: g.enabled(gates::DAEMONSET_PRUNE_INELIGIBLE_NODES),
     }
 }
 

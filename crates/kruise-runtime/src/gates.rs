@@ -55,6 +55,7 @@ gates! {
     FORCE_DELETE_TIMEOUT_EXPECTATION_GATE = "ForceDeleteTimeoutExpectationGate" => false,
     IN_PLACE_WORKLOAD_VERTICAL_SCALING = "InPlaceWorkloadVerticalScaling" => false,
     ENABLE_POD_PROBE_MARKER_ON_SERVERLESS = "EnablePodProbeMarkerOnServerless" => false,
+    DAEMONSET_PRUNE_INELIGIBLE_NODES = "DaemonSetPruneIneligibleNodes" => false,
 }
 
 /// The resolved state of every gate.

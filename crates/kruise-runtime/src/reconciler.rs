@@ -177,9 +177,34 @@ impl Reconciler {
     where
         K: Watched,
     {
+        self.controller_where(primary, workers, |_: &K| true)
+    }
+
+    /// As [`Reconciler::controller`], but a change of a primary object triggers it only
+    /// when `wakes` says so (a deletion always passes: it is never reconciled). For a
+    /// controller that, as upstream's predicates do, ignores some changes of its own
+    /// objects (e.g. its status writes).
+    pub fn controller_where<K>(
+        &self,
+        primary: &Cache<K>,
+        workers: u16,
+        wakes: impl Fn(&K) -> bool + Send + Sync + 'static,
+    ) -> Controller<K>
+    where
+        K: Watched,
+    {
         let (instruments, backoff) = (self.instruments.clone(), self.backoff.clone());
         let store = primary.store().clone();
-        let changes = primary.subscribe().inspect(move |obj| {
+        let filter_store = store.clone();
+        let changes = primary
+            .subscribe()
+            .filter(move |obj| {
+                let gone = filter_store
+                    .get(&ObjectRef::from_obj(obj.as_ref()))
+                    .is_none();
+                std::future::ready(gone || wakes(obj.as_ref()))
+            })
+            .inspect(move |obj| {
             let object = key(obj.as_ref());
             // The cache applies an event before it fans it out: an object not in the store
             // was deleted, and the controller will not reconcile it. Counted as waiting it
@@ -190,7 +215,7 @@ impl Reconciler {
                 instruments.gone(&object);
                 backoff.succeeded(&object);
             }
-        });
+            });
         let config = ControllerConfig::default()
             .concurrency(workers)
             .debounce(Duration::from_millis(50));

@@ -40,6 +40,10 @@ pub struct Context {
     pub patch_metadata_defaults_allowed: bool,
     /// The Pod webhook's matchCondition as this replica last registered it.
     pub conditions: PodConditions,
+    /// `KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS`: a `NotUpdate` SidecarSet's status
+    /// follows every change of its Pods (upstream's is as of their creation; see
+    /// [`crate::wakes`]).
+    pub notupdate_live_status: bool,
 }
 
 /// What the Pod webhook's matchCondition is built from and what was registered.

@@ -18,6 +18,7 @@ pub mod reconcile;
 pub mod resources_policy;
 pub mod revisions;
 pub mod validation;
+pub mod wakes;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -127,6 +128,9 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             .gates
             .enabled(kruise_runtime::gates::SIDECARSET_PATCH_POD_METADATA_DEFAULTS_ALLOWED),
         conditions: Default::default(),
+        notupdate_live_status: wakes::live_status_from(
+            std::env::var(wakes::LIVE_STATUS_ENV).ok().as_deref(),
+        ),
     })
 }
 
@@ -170,10 +174,33 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
 pub async fn controller(ctx: Arc<Context>, workers: u16) {
     let r = &ctx.reconciler;
     let on_pod = r.instruments().clone();
-    // A Pod wakes every SidecarSet it names in its injected list.
+    let wakes = Arc::new(wakes::Wakes::new(ctx.notupdate_live_status));
+    // A Pod wakes the SidecarSets it names in its injected list, as upstream's Pod event
+    // handler does (see `wakes`).
+    let (pod_wakes, pods, sidecarsets) = (
+        wakes.clone(),
+        ctx.pods.store().clone(),
+        ctx.sidecarsets.store().clone(),
+    );
     let by_pod = move |pod: Arc<Pod>| {
-        let refs: Vec<ObjectRef<SidecarSet>> = matching::injected_list(&pod)
+        let names = matching::injected_list(&pod);
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let alive = pods.get(&ObjectRef::from_obj(pod.as_ref())).is_some();
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let change = pod_wakes.pod(&uid, alive, pods.len(), |u| {
+            pods.state()
+                .iter()
+                .any(|p| p.metadata.uid.as_deref() == Some(u))
+        });
+        let refs: Vec<ObjectRef<SidecarSet>> = names
             .into_iter()
+            .filter(|name| {
+                sidecarsets
+                    .get(&ObjectRef::new(name))
+                    .is_none_or(|ss| wakes::pod_wakes(change, &ss, pod_wakes.live))
+            })
             .map(|name| {
                 on_pod.triggered(name.to_string());
                 ObjectRef::new(name)
@@ -191,7 +218,12 @@ pub async fn controller(ctx: Arc<Context>, workers: u16) {
             .map(|ss| ObjectRef::from_obj(ss.as_ref()))
             .collect::<Vec<_>>()
     };
-    r.controller(&ctx.sidecarsets, workers)
+    let ss_wakes = wakes.clone();
+    let ss_store = ctx.sidecarsets.store().clone();
+    r.controller_where(&ctx.sidecarsets, workers, move |ss: &SidecarSet| {
+        let alive = ss_store.get(&ObjectRef::from_obj(ss)).is_some();
+        ss_wakes.sidecarset(ss, alive)
+    })
         .watches_shared_stream(ctx.pods.subscribe(), by_pod)
         .watches_shared_stream(ctx.namespaces.subscribe(), by_namespace)
         .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())

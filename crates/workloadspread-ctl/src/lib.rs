@@ -14,6 +14,7 @@ pub mod error;
 pub mod events;
 pub mod plan;
 pub mod reconcile;
+pub mod wakes;
 pub mod webhook;
 pub mod workload;
 
@@ -63,6 +64,9 @@ pub struct Context {
     /// Where `kruise-configuration` (the custom workload allowlist) is read: the
     /// controller's namespace, or the watch namespace of a namespace-scoped instance.
     pub config_namespace: String,
+    /// `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST`: every change of the target's Pods and
+    /// of the target wakes a WorkloadSpread, not only upstream's triggers ([`wakes`]).
+    pub eager_deletion_cost: bool,
 }
 
 impl Context {
@@ -91,11 +95,19 @@ fn prune_pod(pod: &mut Pod) {
     });
 }
 
+/// A CloneSet keeps its replicas and its two revisions (what wakes a WorkloadSpread).
 fn prune_cloneset(cs: &mut CloneSet) {
     prune(cs);
     cs.spec.template = Default::default();
     cs.spec.volume_claim_templates = Vec::new();
-    cs.status = None;
+    cs.status = cs
+        .status
+        .take()
+        .map(|s| kruise_api::apps_v1alpha1::CloneSetStatus {
+            update_revision: s.update_revision,
+            current_revision: s.current_revision,
+            ..Default::default()
+        });
 }
 
 fn prune_deployment(d: &mut Deployment) {
@@ -176,6 +188,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             .watch_namespace
             .clone()
             .unwrap_or_else(|| runtime.settings.namespace.clone()),
+        eager_deletion_cost: wakes::eager_from(std::env::var(wakes::EAGER_ENV).ok().as_deref()),
     })
 }
 

@@ -23,6 +23,7 @@ use crate::error::{Error, Result, is_conflict, is_not_found};
 use crate::events::CONTROLLER_NAME;
 use crate::plan::target::TargetKind;
 use crate::plan::{self, World};
+use crate::wakes::{self, Seen, WorkloadSeen};
 use crate::{events, workload};
 
 /// After a status write conflict: the cache will show the newer object in a moment.
@@ -65,51 +66,137 @@ fn ws_of_pod(
     workload::ws_for_chain(wss, ns, &chain, &labels).map(|ws| ObjectRef::from_obj(ws.as_ref()))
 }
 
+/// Maps a change of a target workload to the WorkloadSpreads targeting it: every change
+/// with the eager option, else upstream's (see [`crate::wakes`]).
+fn workload_trigger<W>(
+    ctx: &Context,
+    cache: &kruise_runtime::Cache<W>,
+    api_version: &'static str,
+    kind: &'static str,
+    seen_of: fn(&W) -> WorkloadSeen,
+) -> impl Fn(Arc<W>) -> Vec<ObjectRef<WorkloadSpread>> + Send + Sync + 'static
+where
+    W: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (wss, store, eager) = (
+        ctx.wss.store().clone(),
+        cache.store().clone(),
+        ctx.eager_deletion_cost,
+    );
+    let seen: Arc<Seen<String, WorkloadSeen>> = Arc::default();
+    move |o: Arc<W>| {
+        let meta = o.meta();
+        if !eager {
+            let alive = store.get(&ObjectRef::from_obj(o.as_ref())).is_some();
+            let uid = meta.uid.clone().unwrap_or_default();
+            let now = alive.then(|| seen_of(&o));
+            let before = seen.swap(&uid, now.clone(), store.len(), |u| {
+                store.state().iter().any(|w| w.meta().uid.as_deref() == Some(u))
+            });
+            if !wakes::workload_wakes(before.as_ref(), now.as_ref()) {
+                return Vec::new();
+            }
+        }
+        targeting(&wss, meta, api_version, kind)
+    }
+}
+
 /// The controller: a WorkloadSpread is reconciled when it changes, when one of its Pods
-/// changes, and when its target workload changes (its replicas resolve percentages).
+/// changes, and when its target workload changes (its replicas resolve percentages):
+/// with upstream's triggers by default, every change with the eager option ([`wakes`]).
 pub async fn run(ctx: Arc<Context>, workers: u16) {
     let r = &ctx.reconciler;
-    let wss = ctx.wss.store().clone();
-    let on = |api_version: &'static str, kind: &'static str| {
-        let wss = wss.clone();
-        move |meta: &ObjectMeta| targeting(&wss, meta, api_version, kind)
-    };
-    let (cs, dep, rs, job, sts, asts) = (
-        on("apps.kruise.io/v1alpha1", "CloneSet"),
-        on("apps/v1", "Deployment"),
-        on("apps/v1", "ReplicaSet"),
-        on("batch/v1", "Job"),
-        on("apps/v1", "StatefulSet"),
-        on("apps.kruise.io/v1beta1", "StatefulSet"),
+    let (pod_wss, pod_rss, pods, eager) = (
+        ctx.wss.store().clone(),
+        ctx.replicasets.store().clone(),
+        ctx.pods.store().clone(),
+        ctx.eager_deletion_cost,
     );
-    let (pod_wss, pod_rss) = (wss.clone(), ctx.replicasets.store().clone());
+    let pods_seen: Arc<Seen<String, wakes::PodSeen>> = Arc::default();
+    let by_pod = move |p: Arc<Pod>| {
+        if eager {
+            return ws_of_pod(&pod_wss, &pod_rss, &p);
+        }
+        // Upstream: only a Pod the webhook put in a subset, on its creation, deletion,
+        // inactivity or new version.
+        let m = plan::matched(&p)?;
+        let alive = pods.get(&ObjectRef::from_obj(p.as_ref())).is_some();
+        let now = alive.then(|| wakes::pod_seen(&p));
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let before = pods_seen.swap(&uid, now.clone(), pods.len(), |u| {
+            pods.state()
+                .iter()
+                .any(|q| q.metadata.uid.as_deref() == Some(u))
+        });
+        wakes::pod_wakes(before.as_ref(), now.as_ref()).then(|| {
+            ObjectRef::new(&m.name).within(p.metadata.namespace.as_deref().unwrap_or_default())
+        })
+    };
     let c = r
         .controller(&ctx.wss, workers)
-        .watches_shared_stream(ctx.pods.subscribe(), move |p: Arc<Pod>| {
-            ws_of_pod(&pod_wss, &pod_rss, &p)
-        })
-        .watches_shared_stream(ctx.clonesets.subscribe(), move |o: Arc<_>| {
-            cs(&kruise_api::apps_v1alpha1::CloneSet::meta(&o).clone())
-        })
+        .watches_shared_stream(ctx.pods.subscribe(), by_pod)
+        .watches_shared_stream(
+            ctx.clonesets.subscribe(),
+            workload_trigger(&ctx, &ctx.clonesets, "apps.kruise.io/v1alpha1", "CloneSet", |o| {
+                let status = o.status.as_ref();
+                WorkloadSeen {
+                    replicas: o.spec.replicas.unwrap_or(1),
+                    update_revision: status.map(|s| s.update_revision.clone()),
+                    current_revision: status.map(|s| s.current_revision.clone()),
+                }
+            }),
+        )
         .watches_shared_stream(
             ctx.deployments.subscribe(),
-            move |o: Arc<k8s_openapi::api::apps::v1::Deployment>| dep(&o.metadata),
+            workload_trigger(&ctx, &ctx.deployments, "apps/v1", "Deployment", |o| {
+                let revision = o
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(workload::DEPLOYMENT_REVISION))
+                    .cloned();
+                WorkloadSeen {
+                    replicas: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                    update_revision: revision.clone(),
+                    current_revision: revision,
+                }
+            }),
         )
         .watches_shared_stream(
             ctx.replicasets.subscribe(),
-            move |o: Arc<k8s_openapi::api::apps::v1::ReplicaSet>| rs(&o.metadata),
+            workload_trigger(&ctx, &ctx.replicasets, "apps/v1", "ReplicaSet", |o| WorkloadSeen {
+                replicas: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                ..Default::default()
+            }),
         )
         .watches_shared_stream(
             ctx.jobs.subscribe(),
-            move |o: Arc<k8s_openapi::api::batch::v1::Job>| job(&o.metadata),
+            workload_trigger(&ctx, &ctx.jobs, "batch/v1", "Job", |o| WorkloadSeen {
+                replicas: o.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1),
+                ..Default::default()
+            }),
         )
         .watches_shared_stream(
             ctx.statefulsets.subscribe(),
-            move |o: Arc<k8s_openapi::api::apps::v1::StatefulSet>| sts(&o.metadata),
+            workload_trigger(&ctx, &ctx.statefulsets, "apps/v1", "StatefulSet", |o| {
+                WorkloadSeen {
+                    replicas: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                    ..Default::default()
+                }
+            }),
         )
         .watches_shared_stream(
             ctx.advanced.subscribe(),
-            move |o: Arc<kruise_api::apps_v1beta1::StatefulSet>| asts(&o.metadata),
+            workload_trigger(
+                &ctx,
+                &ctx.advanced,
+                "apps.kruise.io/v1beta1",
+                "StatefulSet",
+                |o| WorkloadSeen {
+                    replicas: o.spec.replicas.unwrap_or(1),
+                    ..Default::default()
+                },
+            ),
         );
     r.run_with(c, ctx.clone(), reconcile).await;
 }

@@ -30,6 +30,7 @@ pub struct Fixture {
     pub new: ControllerRevision,
     pub now: jiff::Timestamp,
     pub failed_backoff: BTreeMap<String, jiff::Timestamp>,
+    pub options: Options,
     seq: usize,
 }
 
@@ -71,6 +72,7 @@ impl Fixture {
             new: controller_revision("nginx-new", &template, 2),
             now: now(),
             failed_backoff: BTreeMap::new(),
+            options: Options::default(),
             seq: 0,
         }
     }
@@ -82,7 +84,7 @@ impl Fixture {
             pods: self.pods.iter().collect(),
             update_revision: &self.new,
             revisions: vec![&self.old, &self.new],
-            options: Options::default(),
+            options: self.options,
             now: self.now,
             failed_backoff: self.failed_backoff.clone(),
         }

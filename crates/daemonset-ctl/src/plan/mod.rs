@@ -44,6 +44,11 @@ pub use status::compute_status;
 pub struct Options {
     /// `InPlaceUpdateEnvFromMetadata`.
     pub in_place: kruise_inplace::DiffOptions,
+    /// `DaemonSetPruneIneligibleNodes`: the rolling update leaves out the nodes that
+    /// should no longer run the daemon (e.g. a narrowed node affinity), so their Pods,
+    /// which managing deletes, do not count in maxUnavailable (upstream
+    /// `pruneNodesAndOrphanedPods`, pkg/controller/daemonset/daemonset_node_filter.go).
+    pub prune_ineligible_nodes: bool,
 }
 
 /// Everything the plan looks at.

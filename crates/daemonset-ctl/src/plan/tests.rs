@@ -1,6 +1,6 @@
 //! Plan tests: node eligibility, managing, rolling update, status.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{DaemonSetUpdateStrategyType, RollingUpdateType};
 use kruise_api::appspub::{Lifecycle, LifecycleHook, LifecycleState};
@@ -515,4 +515,25 @@ fn unscheduled_pods_are_found_by_their_affinity_term() {
     f.pods[i].spec.as_mut().unwrap().node_name = None;
     assert_eq!(target_node(&f.pods[i]), Some("node-0"));
     assert!(creates(&f).is_empty(), "node-0 already has its Pod");
+}
+
+#[test]
+fn prune_ineligible_nodes_leaves_their_pods_out_of_max_unavailable() {
+    // node-2 and node-3 no longer run the daemon (NoExecute), their Pods being deleted
+    // (stuck on NotReady nodes): without the gate they take both unavailable slots.
+    let mut f = Fixture::new(4);
+    f.add_pods_everywhere(Rev::Current);
+    f.max_unavailable(2);
+    for i in [2, 3] {
+        f.taint(i, "dedicated", "NoExecute");
+        f.pods[i].metadata.deletion_timestamp = Some(Time(f.now));
+    }
+    assert!(f.plan().actions.is_empty(), "{:?}", summary(&f.plan()));
+    f.options.prune_ineligible_nodes = true;
+    let mut got = summary(&f.plan());
+    got.sort();
+    assert_eq!(
+        got,
+        [format!("delete {}", f.pod_name(0)), format!("delete {}", f.pod_name(1))]
+    );
 }

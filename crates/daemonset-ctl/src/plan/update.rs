@@ -69,13 +69,18 @@ pub fn updated_and_old<'a>(
 /// pkg/controller/daemonset/daemonset_update.go`), existing and with Pods, sorted by name and walked
 /// from the last: nodes already updated (or with several Pods), nodes whose old Pod
 /// is gone or pre-deleting, then the nodes `rollingUpdate.selector` matches (all
-/// others without a selector); only the first `nodes − partition`.
+/// others without a selector); only the first `nodes − partition`. With
+/// `DaemonSetPruneIneligibleNodes`, only nodes that should run the daemon.
 pub fn nodes_to_update<'l, 'a>(
     world: &World<'a>,
     layout: &'l Layout<'a>,
 ) -> Vec<&'l NodeState<'a>> {
-    let with_pods: Vec<&NodeState<'a>> =
-        layout.nodes.iter().filter(|n| !n.pods.is_empty()).collect();
+    let prune = world.options.prune_ineligible_nodes;
+    let with_pods: Vec<&NodeState<'a>> = layout
+        .nodes
+        .iter()
+        .filter(|n| !n.pods.is_empty() && (!prune || n.eligibility.should_run))
+        .collect();
     let selector = world
         .ds
         .spec
