@@ -62,8 +62,19 @@ fn prune_revision(r: &mut ControllerRevision) {
     prune_metadata(&mut r.metadata);
 }
 
-/// The caches and the shared context.
+/// The caches and the shared context, with the options of the environment
+/// ([`wakes::LIVE_STATUS_ENV`]).
 pub fn context(runtime: &Runtime) -> Arc<Context> {
+    context_with(runtime, live_status_from_env())
+}
+
+/// `KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS` of this process.
+pub fn live_status_from_env() -> bool {
+    wakes::live_status_from(std::env::var(wakes::LIVE_STATUS_ENV).ok().as_deref())
+}
+
+/// The caches and the shared context; `notupdate_live_status`: see [`wakes`].
+pub fn context_with(runtime: &Runtime, notupdate_live_status: bool) -> Arc<Context> {
     let scope = runtime.settings.watch_namespace.clone();
     let revision_namespace = scope
         .clone()
@@ -128,16 +139,19 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             .gates
             .enabled(kruise_runtime::gates::SIDECARSET_PATCH_POD_METADATA_DEFAULTS_ALLOWED),
         conditions: Default::default(),
-        notupdate_live_status: wakes::live_status_from(
-            std::env::var(wakes::LIVE_STATUS_ENV).ok().as_deref(),
-        ),
+        notupdate_live_status,
     })
 }
 
 /// Runs until shutdown: every replica serves admission and keeps the webhook
 /// configuration current; only the lease holder reconciles.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
-    let ctx = context(&runtime);
+    run_with(runtime, live_status_from_env()).await
+}
+
+/// [`run`] with `KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS` given ([`wakes`]).
+pub async fn run_with(runtime: Runtime, notupdate_live_status: bool) -> anyhow::Result<()> {
+    let ctx = context_with(&runtime, notupdate_live_status);
     let server = WebhookServer::start(&runtime, webhook::routes(ctx.clone())).await?;
     let scope = runtime.settings.watch_namespace.clone();
     let registrable = server.can_register();

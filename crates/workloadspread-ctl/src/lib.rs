@@ -164,8 +164,19 @@ fn prune_node(node: &mut Node) {
     node.status = None;
 }
 
-/// The caches and the shared context.
+/// The caches and the shared context, with the options of the environment
+/// ([`wakes::EAGER_ENV`]).
 pub fn context(runtime: &Runtime) -> Arc<Context> {
+    context_with(runtime, eager_from_env())
+}
+
+/// `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` of this process.
+pub fn eager_from_env() -> bool {
+    wakes::eager_from(std::env::var(wakes::EAGER_ENV).ok().as_deref())
+}
+
+/// The caches and the shared context; `eager_deletion_cost`: see [`wakes`].
+pub fn context_with(runtime: &Runtime, eager_deletion_cost: bool) -> Arc<Context> {
     let all = watcher::Config::default;
     Arc::new(Context {
         client: runtime.client.clone(),
@@ -188,14 +199,19 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
             .watch_namespace
             .clone()
             .unwrap_or_else(|| runtime.settings.namespace.clone()),
-        eager_deletion_cost: wakes::eager_from(std::env::var(wakes::EAGER_ENV).ok().as_deref()),
+        eager_deletion_cost,
     })
 }
 
 /// Runs until shutdown: every replica keeps its caches warm and serves admission; only
 /// the lease holder reconciles.
 pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
-    let ctx = context(&runtime);
+    run_with(runtime, eager_from_env()).await
+}
+
+/// [`run`] with `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` given ([`wakes`]).
+pub async fn run_with(runtime: Runtime, eager_deletion_cost: bool) -> anyhow::Result<()> {
+    let ctx = context_with(&runtime, eager_deletion_cost);
     let routes = webhook::routes(ctx.clone());
     let controller = |workers| reconcile::run(ctx.clone(), workers);
     runtime

@@ -25,12 +25,19 @@ const MINUTE: Duration = Duration::from_secs(60);
 const GATE: &str = "e2e.kruise.io/ready";
 
 async fn controller(ns: &TestNamespace) -> RunningController {
+    controller_with(ns, false).await
+}
+
+/// [`controller`] with `KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS` = `live`.
+async fn controller_with(ns: &TestNamespace, live: bool) -> RunningController {
     // RUST_LOG=sidecarset_ctl=debug shows what the controller decided.
     if std::env::var_os("RUST_LOG").is_some() {
         kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
     }
-    let ctl =
-        RunningController::start(sidecarset_ctl::IDENTITY, &ns.name, "", sidecarset_ctl::run).await;
+    let ctl = RunningController::start(sidecarset_ctl::IDENTITY, &ns.name, "", move |rt| {
+        sidecarset_ctl::run_with(rt, live)
+    })
+    .await;
     wait_webhook_effective(ns).await;
     ctl
 }
@@ -1776,4 +1783,59 @@ async fn hashes_equal_upstreams_and_survive_unrelated_edits() {
         want["hashWithoutImage"],
         "an image-only edit keeps the image-less hash"
     );
+}
+
+/// A `NotUpdate` SidecarSet's status is as its Pods were at their creation, as upstream
+/// keeps it (a Pod's later changes do not reconcile such a SidecarSet): a Pod that became
+/// Ready is counted when the next Pod is created. With
+/// `KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS` it is counted at once.
+async fn not_update_status(live: bool) {
+    let ns = TestNamespace::new(if live { "ss-nu-live" } else { "ss-nu-stale" }).await;
+    let name = unique("notupdate", &ns);
+    let app = "notupdate";
+    let _cleanup = SidecarSets(vec![name.clone()]);
+    let _ctl = controller_with(&ns, live).await;
+    ns.apply(&sidecarset_json(
+        &ns,
+        &name,
+        sidecar_spec(app, "busybox", json!({"type": "NotUpdate"})),
+    ))
+    .await
+    .unwrap();
+    wait_status(&ns, &name, "observed", |_| true).await;
+    create_pod(&ns, &gated_pod("nu-0", app)).await;
+    wait_status(&ns, &name, "the Pod counted, not ready", |s| {
+        counts(s) == (1, 1, 0)
+    })
+    .await;
+    set_gate(&ns, "nu-0", true).await;
+    if live {
+        wait_status(&ns, &name, "the Ready Pod counted at once", |s| {
+            counts(s) == (1, 1, 1)
+        })
+        .await;
+        return;
+    }
+    // Nothing that wakes a NotUpdate SidecarSet happened.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        counts(&get_ss(&ns, &name).await),
+        (1, 1, 0),
+        "the status as of the Pod's creation"
+    );
+    create_pod(&ns, &gated_pod("nu-1", app)).await;
+    wait_status(&ns, &name, "recounted at the next Pod's creation", |s| {
+        counts(s) == (2, 2, 1)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_update_sidecarsets_status_is_as_of_its_pods_creation() {
+    not_update_status(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_live_status_a_not_update_sidecarset_counts_a_pod_that_became_ready() {
+    not_update_status(true).await;
 }

@@ -21,7 +21,16 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// controlled by `workload` (`apiVersion`, `kind`, `name`: a WorkloadSpread must target
 /// it, or the Deployment owning it) comes back placed.
 async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> RunningController {
-    let ctl = start_controller(ns).await;
+    controller_with(ns, workload, false).await
+}
+
+/// [`controller`] with `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` = `eager`.
+async fn controller_with(
+    ns: &TestNamespace,
+    workload: (&str, &str, &str),
+    eager: bool,
+) -> RunningController {
+    let ctl = start_controller_with(ns, eager).await;
     let (api_version, kind, name) = workload;
     let probe: Pod = serde_json::from_value(json!({
         "metadata": {"name": "probe-0", "ownerReferences": [{"apiVersion": api_version, "kind": kind,
@@ -38,15 +47,18 @@ async fn controller(ns: &TestNamespace, workload: (&str, &str, &str)) -> Running
 
 /// workloadspread-ctl scoped to `ns`, without waiting for its Pod webhook.
 async fn start_controller(ns: &TestNamespace) -> RunningController {
+    start_controller_with(ns, false).await
+}
+
+/// workloadspread-ctl scoped to `ns` with `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` =
+/// `eager`, without waiting for its Pod webhook.
+async fn start_controller_with(ns: &TestNamespace, eager: bool) -> RunningController {
     if std::env::var_os("RUST_LOG").is_some() {
         kruise_runtime::telemetry::init(kruise_runtime::settings::LogFormat::Text);
     }
-    RunningController::start(
-        workloadspread_ctl::IDENTITY,
-        &ns.name,
-        "",
-        workloadspread_ctl::run,
-    )
+    RunningController::start(workloadspread_ctl::IDENTITY, &ns.name, "", move |rt| {
+        workloadspread_ctl::run_with(rt, eager)
+    })
     .await
 }
 
@@ -793,4 +805,86 @@ async fn dry_runs_leave_the_status_untouched() {
         .await
         .expect("delete");
     assert_eq!(metric("deletion_recorded"), 1);
+}
+
+/// A Pod no subset takes (zone-a, the only subset, is full) gets the "fake subset"
+/// deletion cost −200 when the WorkloadSpread is next reconciled. By default that is on
+/// upstream's triggers only: its creation (not annotated) wakes nothing, the CloneSet's
+/// replicas change does. With `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` it gets it as
+/// soon as it exists. No cloneset-ctl: the test creates the CloneSet's Pods itself.
+async fn pod_in_no_subset(eager: bool) {
+    let ns = TestNamespace::new(if eager { "ws-eager" } else { "ws-lazy" }).await;
+    let target = ("apps.kruise.io/v1alpha1", "CloneSet", "cs-nosub");
+    ns.apply(&ws_yaml("ws-nosub", target, &subset("zone-a", "zone-a", "1"), ""))
+        .await
+        .expect("apply ws");
+    let _ws_ctl = controller_with(&ns, target, eager).await;
+    ns.apply(&cloneset_yaml("cs-nosub", 2))
+        .await
+        .expect("apply cs");
+    let uid = ns
+        .api::<CloneSet>()
+        .get("cs-nosub")
+        .await
+        .expect("cs")
+        .uid()
+        .expect("uid");
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "cs-nosub"},
+                "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+                    "name": "cs-nosub", "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+            "spec": {"terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "nginx", "image": "nginx:alpine"}]}
+        }))
+        .unwrap()
+    };
+    let pods: Api<Pod> = ns.api();
+    let placed = pods
+        .create(&PostParams::default(), &pod("in-zone-a"))
+        .await
+        .expect("create");
+    assert_eq!(subset_of(&placed), "zone-a");
+    settled(&ns, "cs-nosub", 1, |p| cost_of(&p[0]) == Some("100")).await;
+    wait_status(&ns, "ws-nosub", |s| s.get("zone-a") == Some(&(1, 0))).await;
+
+    let outside = pods
+        .create(&PostParams::default(), &pod("outside"))
+        .await
+        .expect("create");
+    assert_eq!(subset_of(&outside), "", "zone-a is full");
+    let cost = || async {
+        let p = pods.get("outside").await.expect("get");
+        cost_of(&p).map(str::to_string)
+    };
+    if !eager {
+        // Nothing upstream watches changed: no reconcile, no cost yet.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(cost().await, None, "cost before the next reconcile");
+        ns.api::<CloneSet>()
+            .patch(
+                "cs-nosub",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 3}})),
+            )
+            .await
+            .expect("scale");
+    }
+    wait_for("the fake subset's cost on the Pod outside", TIMEOUT, || async {
+        match cost().await {
+            Some(c) if c == "-200" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pod_in_no_subset_gets_its_cost_at_the_next_reconcile() {
+    pod_in_no_subset(false).await;
+}
+
+#[tokio::test]
+async fn with_eager_deletion_cost_a_pod_in_no_subset_gets_its_cost_at_once() {
+    pod_in_no_subset(true).await;
 }

@@ -179,6 +179,14 @@ spec:
         {{- with $c.env }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
+        {{- if and (eq $key "sidecarset") $v.notUpdateLiveStatus }}
+        - name: KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS
+          value: "true"
+        {{- end }}
+        {{- if and (eq $key "workloadspread") $v.eagerDeletionCost }}
+        - name: KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST
+          value: "true"
+        {{- end }}
         {{- if $c.gates }}
         - name: KRUISE_FEATURE_GATES
           value: {{ join "," $gates | quote }}
