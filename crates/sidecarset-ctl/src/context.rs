@@ -44,6 +44,9 @@ pub struct Context {
     /// follows every change of its Pods (upstream's is as of their creation; see
     /// [`crate::wakes`]).
     pub notupdate_live_status: bool,
+    /// What wakes a SidecarSet, and the Pods as created for the next reconcile of a
+    /// `NotUpdate` one ([`crate::wakes`]).
+    pub wakes: Arc<crate::wakes::Wakes>,
 }
 
 /// What the Pod webhook's matchCondition is built from and what was registered.

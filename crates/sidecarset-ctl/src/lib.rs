@@ -140,6 +140,7 @@ pub fn context_with(runtime: &Runtime, notupdate_live_status: bool) -> Arc<Conte
             .enabled(kruise_runtime::gates::SIDECARSET_PATCH_POD_METADATA_DEFAULTS_ALLOWED),
         conditions: Default::default(),
         notupdate_live_status,
+        wakes: Arc::new(wakes::Wakes::new(notupdate_live_status)),
     })
 }
 
@@ -188,7 +189,7 @@ pub async fn run_with(runtime: Runtime, notupdate_live_status: bool) -> anyhow::
 pub async fn controller(ctx: Arc<Context>, workers: u16) {
     let r = &ctx.reconciler;
     let on_pod = r.instruments().clone();
-    let wakes = Arc::new(wakes::Wakes::new(ctx.notupdate_live_status));
+    let wakes = ctx.wakes.clone();
     // A Pod wakes the SidecarSets it names in its injected list, as upstream's Pod event
     // handler does (see `wakes`).
     let (pod_wakes, pods, sidecarsets) = (
@@ -211,9 +212,14 @@ pub async fn controller(ctx: Arc<Context>, workers: u16) {
         let refs: Vec<ObjectRef<SidecarSet>> = names
             .into_iter()
             .filter(|name| {
-                sidecarsets
-                    .get(&ObjectRef::new(name))
-                    .is_none_or(|ss| wakes::pod_wakes(change, &ss, pod_wakes.live))
+                let Some(ss) = sidecarsets.get(&ObjectRef::new(name)) else {
+                    return true;
+                };
+                if change == wakes::PodChange::Created && wakes::stale_status(&ss, pod_wakes.live)
+                {
+                    pod_wakes.keep_created(name, &uid, pod.clone());
+                }
+                wakes::pod_wakes(change, &ss, pod_wakes.live)
             })
             .map(|name| {
                 on_pod.triggered(name.to_string());

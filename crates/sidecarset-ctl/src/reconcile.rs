@@ -64,7 +64,17 @@ async fn reconcile_inner(ss: &SidecarSet, ctx: &Context) -> Result<Action> {
     }
 
     let hashes = hash::hashes_of(ss);
-    let all_pods = ctx.pods.store().state();
+    let mut all_pods = ctx.pods.store().state();
+    // A NotUpdate SidecarSet (by default) counts the Pods whose creation woke it as they
+    // were created, as upstream's immediate reconcile sees them (crate::wakes).
+    let created = ctx.wakes.take_created(&ss.name_any());
+    if !created.is_empty() {
+        for pod in all_pods.iter_mut() {
+            if let Some(then) = pod.metadata.uid.as_deref().and_then(|u| created.get(u)) {
+                *pod = then.clone();
+            }
+        }
+    }
     let matched: Vec<&Pod> = all_pods
         .iter()
         .map(AsRef::as_ref)

@@ -20,8 +20,9 @@
 //! both modes: their status only ever gets fresher than upstream's.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::{SidecarSet, SidecarSetUpdateStrategyType};
 
 /// The environment variable of the option (`true` turns it on).
@@ -42,7 +43,7 @@ pub enum PodChange {
 }
 
 /// Whether a SidecarSet whose status upstream keeps as of the Pods' creation.
-fn stale_status(ss: &SidecarSet, live: bool) -> bool {
+pub fn stale_status(ss: &SidecarSet, live: bool) -> bool {
     !live && ss.spec.update_strategy.strategy_type() == SidecarSetUpdateStrategyType::NotUpdate
 }
 
@@ -79,6 +80,13 @@ pub fn sidecarset_wakes(before: Option<Seen>, ss: &SidecarSet, live: bool) -> bo
 }
 
 /// The memory both predicates need, per controller run.
+///
+/// And the Pods as they were created, per `NotUpdate` SidecarSet their creation woke:
+/// upstream reconciles at once when a Pod is created, so it counts that Pod as it was
+/// then (not ready: no container has started); ours reconciles a moment later (the
+/// controller's debounce), when on kwok the Pod may already be Ready. Until the
+/// SidecarSet's next reconcile takes them ([`Wakes::take_created`]), the Pods whose
+/// creation woke it are counted as they were created; every other Pod as it is.
 #[derive(Default)]
 pub struct Wakes {
     pub live: bool,
@@ -86,6 +94,8 @@ pub struct Wakes {
     pods: Mutex<HashSet<String>>,
     /// SidecarSets by name.
     sidecarsets: Mutex<HashMap<String, Seen>>,
+    /// SidecarSet name -> Pod UID -> the Pod as created.
+    created: Mutex<HashMap<String, HashMap<String, Arc<Pod>>>>,
 }
 
 impl Wakes {
@@ -120,6 +130,23 @@ impl Wakes {
         PodChange::Created
     }
 
+    /// Keeps `pod` as created for the next reconcile of the stale-status SidecarSet
+    /// `name` it wakes.
+    pub fn keep_created(&self, name: &str, uid: &str, pod: Arc<Pod>) {
+        let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        created
+            .entry(name.to_string())
+            .or_default()
+            .insert(uid.to_string(), pod);
+    }
+
+    /// The Pods (by UID) whose creation woke `name` since its last reconcile, as they
+    /// were created; forgotten here.
+    pub fn take_created(&self, name: &str) -> HashMap<String, Arc<Pod>> {
+        let mut created = self.created.lock().unwrap_or_else(|e| e.into_inner());
+        created.remove(name).unwrap_or_default()
+    }
+
     /// Records a change of `ss` (`alive`: still in the cache) and says whether it wakes
     /// it.
     pub fn sidecarset(&self, ss: &SidecarSet, alive: bool) -> bool {
@@ -127,6 +154,8 @@ impl Wakes {
         let mut seen = self.sidecarsets.lock().unwrap_or_else(|e| e.into_inner());
         if !alive {
             seen.remove(&name);
+            drop(seen);
+            self.take_created(&name);
             return true;
         }
         let before = seen.insert(name, seen_of(ss));
@@ -205,6 +234,16 @@ mod tests {
         // The cache holds none of them: the next new Pod prunes the memory.
         w.pod("q", true, 0, |u| u == "q");
         assert_eq!(w.pods.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn created_pods_are_taken_once() {
+        let w = Wakes::new(false);
+        let pod = Arc::new(Pod::default());
+        w.keep_created("s", "a", pod.clone());
+        w.keep_created("s", "b", pod);
+        assert_eq!(w.take_created("s").len(), 2);
+        assert!(w.take_created("s").is_empty());
     }
 
     #[test]

@@ -198,6 +198,19 @@ pub async fn run(ctx: Arc<Context>, workers: u16) {
                 },
             ),
         );
+    // Upstream reconciles the moment it is woken (controller-runtime has no debounce):
+    // a CloneSet scaled out is reconciled before its new Pods exist, and those no subset
+    // takes get no cost until the next trigger. Our 50 ms debounce would let cloneset-ctl
+    // create them first, so by default there is none.
+    let c = if eager {
+        c
+    } else {
+        c.with_config(
+            kube::runtime::controller::Config::default()
+                .concurrency(workers)
+                .debounce(Duration::ZERO),
+        )
+    };
     r.run_with(c, ctx.clone(), reconcile).await;
 }
 

@@ -11,6 +11,10 @@
 //!   from its previous `status.currentRevision`, for a Deployment, its
 //!   `deployment.kubernetes.io/revision` annotation changes.
 //!
+//! And, as upstream's controller-runtime queue, the reconcile runs as soon as it is woken
+//! (no debounce: [`crate::reconcile::run`]), so a CloneSet scaled out is reconciled
+//! before cloneset-ctl has created its new Pods.
+//!
 //! So the Pods no subset takes get their `pod-deletion-cost` (-100 × (subsets + 1), the
 //! "fake subset") at the WorkloadSpread's next reconcile after they exist, not as soon as
 //! they do: OpenKruise's e2e spec "only one subset, zone-a=2" looks at them right after
