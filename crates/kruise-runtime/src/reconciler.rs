@@ -205,16 +205,16 @@ impl Reconciler {
                 std::future::ready(gone || wakes(obj.as_ref()))
             })
             .inspect(move |obj| {
-            let object = key(obj.as_ref());
-            // The cache applies an event before it fans it out: an object not in the store
-            // was deleted, and the controller will not reconcile it. Counted as waiting it
-            // would stay in the queue depth (and its backoff entry in memory) for good.
-            if store.get(&ObjectRef::from_obj(obj.as_ref())).is_some() {
-                instruments.triggered(object);
-            } else {
-                instruments.gone(&object);
-                backoff.succeeded(&object);
-            }
+                let object = key(obj.as_ref());
+                // The cache applies an event before it fans it out: an object not in the store
+                // was deleted, and the controller will not reconcile it. Counted as waiting it
+                // would stay in the queue depth (and its backoff entry in memory) for good.
+                if store.get(&ObjectRef::from_obj(obj.as_ref())).is_some() {
+                    instruments.triggered(object);
+                } else {
+                    instruments.gone(&object);
+                    backoff.succeeded(&object);
+                }
             });
         let config = ControllerConfig::default()
             .concurrency(workers)

@@ -215,8 +215,7 @@ pub async fn controller(ctx: Arc<Context>, workers: u16) {
                 let Some(ss) = sidecarsets.get(&ObjectRef::new(name)) else {
                     return true;
                 };
-                if change == wakes::PodChange::Created && wakes::stale_status(&ss, pod_wakes.live)
-                {
+                if change == wakes::PodChange::Created && wakes::stale_status(&ss, pod_wakes.live) {
                     pod_wakes.keep_created(name, &uid, pod.clone());
                 }
                 wakes::pod_wakes(change, &ss, pod_wakes.live)
@@ -244,9 +243,9 @@ pub async fn controller(ctx: Arc<Context>, workers: u16) {
         let alive = ss_store.get(&ObjectRef::from_obj(ss)).is_some();
         ss_wakes.sidecarset(ss, alive)
     })
-        .watches_shared_stream(ctx.pods.subscribe(), by_pod)
-        .watches_shared_stream(ctx.namespaces.subscribe(), by_namespace)
-        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
-        .for_each(|_| async {})
-        .await;
+    .watches_shared_stream(ctx.pods.subscribe(), by_pod)
+    .watches_shared_stream(ctx.namespaces.subscribe(), by_namespace)
+    .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+    .for_each(|_| async {})
+    .await;
 }

@@ -55,8 +55,9 @@ pub fn pod_wakes(change: PodChange, ss: &SidecarSet, live: bool) -> bool {
     match change {
         PodChange::Created => true,
         PodChange::Updated => !stale_status(ss, live),
-        PodChange::Deleted => ss.spec.update_strategy.strategy_type()
-            != SidecarSetUpdateStrategyType::NotUpdate,
+        PodChange::Deleted => {
+            ss.spec.update_strategy.strategy_type() != SidecarSetUpdateStrategyType::NotUpdate
+        }
     }
 }
 
@@ -209,8 +210,14 @@ mod tests {
     fn not_update_ignores_its_status_writes_by_default() {
         let s = ss("NotUpdate", 1);
         assert!(sidecarset_wakes(None, &s, false), "created");
-        assert!(!sidecarset_wakes(Some((1, false)), &s, false), "status only");
-        assert!(sidecarset_wakes(Some((0, false)), &s, false), "spec changed");
+        assert!(
+            !sidecarset_wakes(Some((1, false)), &s, false),
+            "status only"
+        );
+        assert!(
+            sidecarset_wakes(Some((0, false)), &s, false),
+            "spec changed"
+        );
         assert!(sidecarset_wakes(Some((1, false)), &s, true), "option");
         let r = ss("RollingUpdate", 1);
         assert!(sidecarset_wakes(Some((1, false)), &r, false));

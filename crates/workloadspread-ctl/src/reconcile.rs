@@ -91,7 +91,10 @@ where
             let uid = meta.uid.clone().unwrap_or_default();
             let now = alive.then(|| seen_of(&o));
             let before = seen.swap(&uid, now.clone(), store.len(), |u| {
-                store.state().iter().any(|w| w.meta().uid.as_deref() == Some(u))
+                store
+                    .state()
+                    .iter()
+                    .any(|w| w.meta().uid.as_deref() == Some(u))
             });
             if !wakes::workload_wakes(before.as_ref(), now.as_ref()) {
                 return Vec::new();
@@ -137,14 +140,20 @@ pub async fn run(ctx: Arc<Context>, workers: u16) {
         .watches_shared_stream(ctx.pods.subscribe(), by_pod)
         .watches_shared_stream(
             ctx.clonesets.subscribe(),
-            workload_trigger(&ctx, &ctx.clonesets, "apps.kruise.io/v1alpha1", "CloneSet", |o| {
-                let status = o.status.as_ref();
-                WorkloadSeen {
-                    replicas: o.spec.replicas.unwrap_or(1),
-                    update_revision: status.map(|s| s.update_revision.clone()),
-                    current_revision: status.map(|s| s.current_revision.clone()),
-                }
-            }),
+            workload_trigger(
+                &ctx,
+                &ctx.clonesets,
+                "apps.kruise.io/v1alpha1",
+                "CloneSet",
+                |o| {
+                    let status = o.status.as_ref();
+                    WorkloadSeen {
+                        replicas: o.spec.replicas.unwrap_or(1),
+                        update_revision: status.map(|s| s.update_revision.clone()),
+                        current_revision: status.map(|s| s.current_revision.clone()),
+                    }
+                },
+            ),
         )
         .watches_shared_stream(
             ctx.deployments.subscribe(),
@@ -164,9 +173,11 @@ pub async fn run(ctx: Arc<Context>, workers: u16) {
         )
         .watches_shared_stream(
             ctx.replicasets.subscribe(),
-            workload_trigger(&ctx, &ctx.replicasets, "apps/v1", "ReplicaSet", |o| WorkloadSeen {
-                replicas: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                ..Default::default()
+            workload_trigger(&ctx, &ctx.replicasets, "apps/v1", "ReplicaSet", |o| {
+                WorkloadSeen {
+                    replicas: o.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                    ..Default::default()
+                }
             }),
         )
         .watches_shared_stream(

@@ -51,15 +51,12 @@ pub struct PodSeen {
 /// Upstream's `IsPodActive`: not succeeded, not failed, not being deleted.
 pub fn pod_seen(pod: &Pod) -> PodSeen {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    let active = pod.metadata.deletion_timestamp.is_none()
-        && !matches!(phase, Some("Succeeded" | "Failed"));
+    let active =
+        pod.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"));
     // Upstream's GetPodVersion: versioned only for the Pods of a Deployment/ReplicaSet.
-    let versioned = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && matches!(o.kind.as_str(), "ReplicaSet" | "Deployment"));
+    let versioned = pod.metadata.owner_references.iter().flatten().any(|o| {
+        o.controller == Some(true) && matches!(o.kind.as_str(), "ReplicaSet" | "Deployment")
+    });
     let labels = pod.metadata.labels.as_ref();
     let version = if versioned {
         labels
@@ -163,9 +160,10 @@ mod tests {
         }))
         .unwrap();
         if deleting {
-            p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                "2024-01-01T00:00:00Z".parse().unwrap(),
-            ));
+            p.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    "2024-01-01T00:00:00Z".parse().unwrap(),
+                ));
         }
         p
     }
@@ -185,7 +183,10 @@ mod tests {
         assert!(!pod_wakes(Some(&running), Some(&running)), "readiness etc.");
         let done = pod_seen(&pod("ReplicaSet", "a", "Succeeded", false));
         assert!(pod_wakes(Some(&running), Some(&done)));
-        assert!(!pod_wakes(Some(&done), Some(&running)), "only active -> inactive");
+        assert!(
+            !pod_wakes(Some(&done), Some(&running)),
+            "only active -> inactive"
+        );
         let deleting = pod_seen(&pod("ReplicaSet", "a", "Running", true));
         assert!(pod_wakes(Some(&running), Some(&deleting)));
         let other = pod_seen(&pod("ReplicaSet", "b", "Running", false));
@@ -209,13 +210,25 @@ mod tests {
         };
         assert!(workload_wakes(None, Some(&w(2, "a", "a"))));
         assert!(workload_wakes(Some(&w(2, "a", "a")), None));
-        assert!(!workload_wakes(Some(&w(2, "a", "a")), Some(&w(2, "a", "a"))), "status only");
-        assert!(workload_wakes(Some(&w(2, "a", "a")), Some(&w(6, "a", "a"))), "scaled");
-        assert!(workload_wakes(Some(&w(2, "a", "a")), Some(&w(2, "b", "a"))), "new revision");
+        assert!(
+            !workload_wakes(Some(&w(2, "a", "a")), Some(&w(2, "a", "a"))),
+            "status only"
+        );
+        assert!(
+            workload_wakes(Some(&w(2, "a", "a")), Some(&w(6, "a", "a"))),
+            "scaled"
+        );
+        assert!(
+            workload_wakes(Some(&w(2, "a", "a")), Some(&w(2, "b", "a"))),
+            "new revision"
+        );
         // The rollout done: current catches up with update, compared with the previous
         // current revision (upstream compares new.updateRevision with old.currentRevision).
         assert!(workload_wakes(Some(&w(2, "b", "a")), Some(&w(2, "b", "b"))));
-        assert!(!workload_wakes(Some(&w(2, "b", "b")), Some(&w(2, "b", "b"))));
+        assert!(!workload_wakes(
+            Some(&w(2, "b", "b")),
+            Some(&w(2, "b", "b"))
+        ));
     }
 
     #[test]

@@ -815,9 +815,14 @@ async fn dry_runs_leave_the_status_untouched() {
 async fn pod_in_no_subset(eager: bool) {
     let ns = TestNamespace::new(if eager { "ws-eager" } else { "ws-lazy" }).await;
     let target = ("apps.kruise.io/v1alpha1", "CloneSet", "cs-nosub");
-    ns.apply(&ws_yaml("ws-nosub", target, &subset("zone-a", "zone-a", "1"), ""))
-        .await
-        .expect("apply ws");
+    ns.apply(&ws_yaml(
+        "ws-nosub",
+        target,
+        &subset("zone-a", "zone-a", "1"),
+        "",
+    ))
+    .await
+    .expect("apply ws");
     let _ws_ctl = controller_with(&ns, target, eager).await;
     ns.apply(&cloneset_yaml("cs-nosub", 2))
         .await
@@ -870,12 +875,16 @@ async fn pod_in_no_subset(eager: bool) {
             .await
             .expect("scale");
     }
-    wait_for("the fake subset's cost on the Pod outside", TIMEOUT, || async {
-        match cost().await {
-            Some(c) if c == "-200" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    wait_for(
+        "the fake subset's cost on the Pod outside",
+        TIMEOUT,
+        || async {
+            match cost().await {
+                Some(c) if c == "-200" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
 }
 

@@ -534,6 +534,9 @@ fn prune_ineligible_nodes_leaves_their_pods_out_of_max_unavailable() {
     got.sort();
     assert_eq!(
         got,
-        [format!("delete {}", f.pod_name(0)), format!("delete {}", f.pod_name(1))]
+        [
+            format!("delete {}", f.pod_name(0)),
+            format!("delete {}", f.pod_name(1))
+        ]
     );
 }
