@@ -235,6 +235,41 @@ fn feature_gates_reach_every_binary_once() {
     assert!(!c.iter().any(|o| o["kind"] == "DaemonSet"));
 }
 
+/// The behaviour options beyond upstream (docs/configuration.md) are off unless asked
+/// for, and reach only their controller.
+#[test]
+fn behaviour_options_reach_only_their_controller() {
+    const OPTIONS: [(&str, &str); 2] = [
+        (
+            "sidecarset-controller",
+            "KRUISE_SIDECARSET_NOTUPDATE_LIVE_STATUS",
+        ),
+        (
+            "workloadspread-controller",
+            "KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST",
+        ),
+    ];
+    let off = helm_template(&[]).expect("helm template");
+    let on = helm_template(&[
+        "sidecarset.notUpdateLiveStatus=true",
+        "workloadspread.eagerDeletionCost=true",
+    ])
+    .expect("helm template");
+    for w in deployments(&off) {
+        for (_, var) in OPTIONS {
+            assert!(env(w, var).is_empty(), "{var} by default");
+        }
+    }
+    for w in deployments(&on) {
+        let name = w["metadata"]["name"].as_str().unwrap_or_default();
+        for (owner, var) in OPTIONS {
+            let want: &[&str] = if name == owner { &["true"] } else { &[] };
+            assert_eq!(env(w, var), want, "{name}: {var}");
+        }
+    }
+    assert!(helm_template(&["cloneset.eagerDeletionCost=true"]).is_err());
+}
+
 /// `webhookConfiguration.timeoutSeconds` is both the rendered webhooks' timeout and every
 /// controller's `KRUISE_WEBHOOK_TIMEOUT_SECONDS`, so it holds when a controller
 /// re-registers its webhooks at start; the Pod webhooks keep their own 5 s in both.
