@@ -807,7 +807,7 @@ async fn dry_runs_leave_the_status_untouched() {
     assert_eq!(metric("deletion_recorded"), 1);
 }
 
-/// A Pod no subset takes (zone-a, the only subset, is full) gets the "fake subset"
+/// A Pod no subset takes (zone-a, the only subset, is full; the Pod goes to zone-b) gets the "fake subset"
 /// deletion cost −200 when the WorkloadSpread is next reconciled. By default that is on
 /// upstream's triggers only: its creation (not annotated) wakes nothing, the CloneSet's
 /// replicas change does. With `KRUISE_WORKLOADSPREAD_EAGER_DELETION_COST` it gets it as
@@ -834,19 +834,24 @@ async fn pod_in_no_subset(eager: bool) {
         .expect("cs")
         .uid()
         .expect("uid");
-    let pod = |name: &str| -> Pod {
-        serde_json::from_value(json!({
+    // `zone`: a nodeSelector of the Pod's own (a Pod on a zone-a node would be counted in
+    // zone-a by its node, as upstream's matchesSubset does).
+    let pod = |name: &str, zone: Option<&str>| -> Pod {
+        let mut p = json!({
             "metadata": {"name": name, "labels": {"app": "cs-nosub"},
                 "ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
                     "name": "cs-nosub", "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
             "spec": {"terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "nginx", "image": "nginx:alpine"}]}
-        }))
-        .unwrap()
+        });
+        if let Some(zone) = zone {
+            p["spec"]["nodeSelector"] = json!({ZONE: zone});
+        }
+        serde_json::from_value(p).unwrap()
     };
     let pods: Api<Pod> = ns.api();
     let placed = pods
-        .create(&PostParams::default(), &pod("in-zone-a"))
+        .create(&PostParams::default(), &pod("in-zone-a", None))
         .await
         .expect("create");
     assert_eq!(subset_of(&placed), "zone-a");
@@ -854,7 +859,7 @@ async fn pod_in_no_subset(eager: bool) {
     wait_status(&ns, "ws-nosub", |s| s.get("zone-a") == Some(&(1, 0))).await;
 
     let outside = pods
-        .create(&PostParams::default(), &pod("outside"))
+        .create(&PostParams::default(), &pod("outside", Some("zone-b")))
         .await
         .expect("create");
     assert_eq!(subset_of(&outside), "", "zone-a is full");
