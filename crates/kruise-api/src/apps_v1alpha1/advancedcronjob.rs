@@ -418,11 +418,24 @@ status:
         original["apiVersion"] = "apps.kruise.io/v1alpha1".into();
         let acj: AdvancedCronJob = serde_json::from_value(original.clone()).unwrap();
         assert_eq!(json(&acj), original);
-        assert_eq!(acj.spec.template.kind(), Some(TemplateKind::ImageListPullJob));
-        let t = acj.spec.template.image_list_pull_job_template.as_ref().unwrap();
+        assert_eq!(
+            acj.spec.template.kind(),
+            Some(TemplateKind::ImageListPullJob)
+        );
+        let t = acj
+            .spec
+            .template
+            .image_list_pull_job_template
+            .as_ref()
+            .unwrap();
         assert_eq!(t.spec.images, ["nginx:1.25", "busybox:1.36"]);
         assert_eq!(
-            t.spec.template.pull_policy.as_ref().unwrap().timeout_seconds,
+            t.spec
+                .template
+                .pull_policy
+                .as_ref()
+                .unwrap()
+                .timeout_seconds,
             Some(300)
         );
         assert_eq!(
@@ -449,9 +462,15 @@ status:
             .kind()
         };
         assert_eq!(kind(job(), bcj(), ilpj()), Some(TemplateKind::Job));
-        assert_eq!(kind(None, bcj(), ilpj()), Some(TemplateKind::ImageListPullJob));
+        assert_eq!(
+            kind(None, bcj(), ilpj()),
+            Some(TemplateKind::ImageListPullJob)
+        );
         assert_eq!(kind(None, bcj(), None), Some(TemplateKind::BroadcastJob));
-        assert_eq!(kind(None, None, ilpj()), Some(TemplateKind::ImageListPullJob));
+        assert_eq!(
+            kind(None, None, ilpj()),
+            Some(TemplateKind::ImageListPullJob)
+        );
         assert_eq!(kind(None, None, None), None);
     }
 
@@ -465,10 +484,15 @@ status:
         assert_eq!(names, ["v1alpha1", "v1beta1"]);
         for version in &crd.spec.versions {
             let schema = serde_json::to_value(&version.schema).unwrap();
-            let t = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]
-                ["properties"]["imageListPullJobTemplate"];
+            let t = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]["properties"]
+                ["imageListPullJobTemplate"];
             let spec = &t["properties"]["spec"];
-            assert_eq!(spec["required"], serde_json::json!(["images"]), "{}", version.name);
+            assert_eq!(
+                spec["required"],
+                serde_json::json!(["images"]),
+                "{}",
+                version.name
+            );
             assert!(spec.get("default").is_none(), "{}", version.name);
             for field in [
                 "images",
