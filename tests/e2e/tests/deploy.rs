@@ -1094,6 +1094,9 @@ const CRONJOB_CHECKS: &str = "
     yes watch  broadcastjobs.apps.kruise.io                            *
     yes create broadcastjobs.apps.kruise.io                            default
     yes delete broadcastjobs.apps.kruise.io                            default
+    yes watch  imagelistpulljobs.apps.kruise.io                        *
+    yes create imagelistpulljobs.apps.kruise.io                        default
+    yes delete imagelistpulljobs.apps.kruise.io                        default
     yes create leases.coordination.k8s.io                              kruise-system
     yes patch  leases.coordination.k8s.io/advancedcronjob-controller   kruise-system
     yes get    secrets/advancedcronjob-webhook-ca                      kruise-system
@@ -1112,6 +1115,8 @@ const CRONJOB_CHECKS: &str = "
     no  patch  jobs.batch                                              default
     no  update broadcastjobs.apps.kruise.io                            default
     no  patch  broadcastjobs.apps.kruise.io#status                     default
+    no  update imagelistpulljobs.apps.kruise.io                        default
+    no  patch  imagelistpulljobs.apps.kruise.io#status                 default
     # No Pods, nodes or events (it emits none).
     no  list   pods                                                    default
     no  create pods                                                    default
