@@ -238,13 +238,19 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 }
 
 /// The CRDs (`<plural>.<group>`) of the kruise API groups that the rendered ClusterRoles
-/// grant anything on: what the controllers of a render use.
+/// grant anything on: what the controllers of a render use. Deletion protection's roles
+/// are left out: they list the custom resources of a CRD being deleted (every OpenKruise
+/// kind, by name), which needs none of them installed.
 pub fn crds_used_by_cluster_roles(objs: &[Value]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for role in objs
-        .iter()
-        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ClusterRole") && !is_hook(o))
-    {
+    for role in objs.iter().filter(|o| {
+        o.get("kind").and_then(Value::as_str) == Some("ClusterRole")
+            && !is_hook(o)
+            && !o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| n.starts_with("kruise-deletionprotection-"))
+    }) {
         for rule in role
             .get("rules")
             .and_then(Value::as_array)

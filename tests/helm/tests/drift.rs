@@ -591,3 +591,117 @@ fn network_policies_admit_the_webhook_port_from_the_apiserver_only() {
         }
     }
 }
+
+/// Deletion protection's RBAC (kustomize and the chart alike): `list` on Pods, PVCs and
+/// every OpenKruise kind of deploy/crds by name, never a wildcard group or resource (which
+/// would cover Secrets); other CRDs' custom resources only through the aggregated role,
+/// which protection.customResourceRules feeds.
+#[test]
+fn deletion_protection_lists_named_kinds_only() {
+    let grants = |objs: &[Value]| -> BTreeSet<(String, String, String)> {
+        let bound: BTreeSet<&str> = objs
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+            .filter(|b| b["subjects"][0]["name"] == "deletionprotection-controller")
+            .filter_map(|b| b["roleRef"]["name"].as_str())
+            .collect();
+        let mut out = BTreeSet::new();
+        for role in objs.iter().filter(|o| {
+            (o["kind"] == "ClusterRole" || o["kind"] == "Role")
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| bound.contains(n))
+        }) {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                let strings = |k: &str| -> Vec<String> {
+                    rule[k]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                };
+                for group in strings("apiGroups") {
+                    for resource in strings("resources") {
+                        for verb in strings("verbs") {
+                            out.insert((group.clone(), resource.clone(), verb));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    };
+    let kruise_kinds: BTreeSet<(String, String, String)> = fs::read_dir(root().join("deploy/crds"))
+        .expect("deploy/crds")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter_map(|f| {
+            let (plural, group) = f.strip_suffix(".yaml")?.split_once('.')?;
+            Some((group.to_string(), plural.to_string(), "list".to_string()))
+        })
+        .collect();
+    assert_eq!(kruise_kinds.len(), 18, "{kruise_kinds:?}");
+    for (what, objs) in [
+        (
+            "kustomize overlays/all",
+            kustomize("all").expect("kustomize build"),
+        ),
+        ("the chart", helm_template(&[]).expect("helm template")),
+    ] {
+        let granted = grants(&objs);
+        assert!(!granted.is_empty(), "{what}: no grants found");
+        let wildcards: Vec<_> = granted
+            .iter()
+            .filter(|(g, r, v)| g == "*" || r == "*" || v == "*")
+            .collect();
+        assert!(wildcards.is_empty(), "{what}: {wildcards:?}");
+        let lists: BTreeSet<(String, String, String)> = granted
+            .iter()
+            .filter(|(_, _, v)| v == "list")
+            .cloned()
+            .collect();
+        let mut expected = kruise_kinds.clone();
+        for core in ["pods", "persistentvolumeclaims"] {
+            expected.insert((String::new(), core.to_string(), "list".to_string()));
+        }
+        assert_eq!(lists, expected, "{what}");
+        let aggregated = objs
+            .iter()
+            .find(|o| {
+                o["kind"] == "ClusterRole"
+                    && o["metadata"]["name"] == "kruise-deletionprotection-custom-resources"
+            })
+            .unwrap_or_else(|| panic!("{what}: the aggregated role"));
+        assert_eq!(
+            aggregated["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["policy.kruise.io/aggregate-to-deletion-protection"],
+            "true"
+        );
+    }
+
+    // protection.customResourceRules: a ClusterRole carrying the aggregation label, list
+    // only; a wildcard is refused by the values schema.
+    let objs = helm_template(&[
+        "protection.customResourceRules[0].apiGroups[0]=example.com",
+        "protection.customResourceRules[0].resources[0]=widgets",
+    ])
+    .expect("helm template");
+    let extra = objs
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["labels"]["policy.kruise.io/aggregate-to-deletion-protection"]
+                    == "true"
+        })
+        .expect("the values' ClusterRole");
+    assert_eq!(
+        extra["rules"],
+        serde_json::json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list"]}])
+    );
+    let err = helm_template(&[
+        "protection.customResourceRules[0].apiGroups[0]=*",
+        "protection.customResourceRules[0].resources[0]=secrets",
+    ])
+    .expect_err("a wildcard group");
+    assert!(err.contains("customResourceRules"), "{err}");
+}
