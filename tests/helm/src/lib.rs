@@ -80,6 +80,35 @@ pub fn kustomize(overlay: &str) -> Result<Vec<Value>, String> {
     parse(&run(Command::new(kustomize).arg("build").arg(dir))?)
 }
 
+/// `kustomize build` of overlays/<overlay> with kustomize/<component>s added, through a
+/// kustomization written under target/ (kustomize loads nothing from outside its root).
+pub fn kustomize_with(overlay: &str, components: &[&str]) -> Result<Vec<Value>, String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (_, kustomize) = tools()?;
+    let dir = root().join(format!(
+        "target/helm-kustomize-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let components: Vec<String> = components
+        .iter()
+        .map(|c| format!("../../kustomize/{c}"))
+        .collect();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [../../kustomize/overlays/{overlay}]\ncomponents: [{}]\n",
+            components.join(", ")
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = run(Command::new(kustomize).arg("build").arg(&dir));
+    std::fs::remove_dir_all(&dir).ok();
+    parse(&out?)
+}
+
 /// `helm template` of the chart with `--set` values (release `kruise`, the Kubernetes
 /// minor the workspace targets).
 pub fn helm_template(set: &[&str]) -> Result<Vec<Value>, String> {

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use std::fs;
 
 use kruise_helm_tests::{
-    crd_names, crds_used_by_cluster_roles, differences, helm_template, kustomize, root,
+    crd_names, crds_used_by_cluster_roles, differences, helm_template, kustomize, kustomize_with,
+    root,
 };
 use serde_json::Value;
 
@@ -532,6 +533,33 @@ fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet
     assert_eq!(host_paths(&crio), vec!["/var/run/crio"]);
     assert_eq!(
         env(&crio, "KRUISE_CRI_SOCKET"),
+        vec!["/hostvarrun/crio.sock"]
+    );
+}
+
+/// CRI-O nodes: kustomize's component components/cri-o renders what the chart's
+/// daemon.socketLocation / daemon.socketFile do (CRI-O's directory mounted, read-only,
+/// KRUISE_CRI_SOCKET naming crio.sock in it), and nothing else changes.
+#[test]
+fn the_cri_o_component_is_the_charts_socket_values() {
+    let k = kustomize_with("all", &["components/cri-o"]).expect("kustomize build");
+    let c = helm_template(&[
+        "daemon.socketLocation=/var/run/crio",
+        "daemon.socketFile=crio.sock",
+    ])
+    .expect("helm template");
+    let diffs = differences(k.clone(), c);
+    assert!(diffs.is_empty(), "{}", report("components/cri-o", &diffs));
+    let agent = k
+        .iter()
+        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "daemon-agent")
+        .expect("the agent");
+    assert_eq!(
+        agent.pointer("/spec/template/spec/volumes/0/hostPath/path"),
+        Some(&Value::from("/var/run/crio"))
+    );
+    assert_eq!(
+        env(agent, "KRUISE_CRI_SOCKET"),
         vec!["/hostvarrun/crio.sock"]
     );
 }
