@@ -492,7 +492,8 @@ fn each_conversion_names_a_webhook_service_the_chart_renders_in_its_namespace() 
 
 /// The node agent's host access is the CRI socket's own directory, read-only (not all of
 /// /var/run, whose other sockets a read-only mount would still let it connect to), and it
-/// keeps off virtual-kubelet nodes as OpenKruise's kruise-daemon does. Kustomize ships the
+/// keeps off virtual-kubelet nodes as OpenKruise's kruise-daemon does; its tolerations and
+/// affinity are values. Kustomize ships the
 /// same (default_values_render_overlays_all).
 #[test]
 fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet_nodes() {
@@ -525,6 +526,28 @@ fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet
     assert_eq!(terms["key"], "type");
     assert_eq!(terms["operator"], "NotIn");
     assert_eq!(terms["values"][0], "virtual-kubelet");
+
+    // Every taint tolerated by default; daemon.tolerations replaces the list, and
+    // daemon.affinity the virtual-kubelet exclusion.
+    assert_eq!(
+        ds.pointer("/spec/template/spec/tolerations"),
+        Some(&serde_json::json!([{"operator": "Exists"}]))
+    );
+    let tuned = agent(&[
+        "daemon.tolerations[0].key=dedicated",
+        "daemon.tolerations[0].operator=Equal",
+        "daemon.tolerations[0].value=gpu",
+        "daemon.tolerations[0].effect=NoSchedule",
+        "daemon.affinity=null",
+    ]);
+    assert_eq!(
+        tuned.pointer("/spec/template/spec/tolerations"),
+        Some(
+            &serde_json::json!([{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                  "effect": "NoSchedule"}])
+        )
+    );
+    assert_eq!(tuned.pointer("/spec/template/spec/affinity"), None);
 
     let crio = agent(&[
         "daemon.socketLocation=/var/run/crio",
