@@ -17,6 +17,13 @@ use kruise_runtime::{Runtime, gates};
 /// field manager and event reporter (it reports none).
 pub const CONTROLLER_NAME: &str = "deletionprotection-controller";
 
+/// The label of the ClusterRoles aggregated into `kruise-deletionprotection-custom-resources`
+/// (kustomize/controllers/protection/rbac.yaml): the `list` grants on the custom resources
+/// of CRDs outside OpenKruise's groups that users label `Cascading`. protection-ctl's own
+/// ClusterRole lists OpenKruise's kinds only, never every resource (which would cover
+/// Secrets).
+pub const AGGREGATE_LABEL: &str = "policy.kruise.io/aggregate-to-deletion-protection";
+
 /// Who this binary is (its client's User-Agent is `protection-ctl/<version>`).
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
 

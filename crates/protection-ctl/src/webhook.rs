@@ -22,6 +22,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kruise_api::keys;
+use kruise_runtime::api_error;
 use kruise_runtime::webhook::config::{
     WEBHOOK_SCOPE_LABEL, rule, validating_configuration, validating_webhook,
 };
@@ -178,6 +179,9 @@ async fn active_crs(client: &Client, crd: &Value) -> Result<u64, Error> {
     count_live(&api, ListParams::default(), what).await
 }
 
+/// HTTP 403: the apiserver's RBAC refused the list.
+const FORBIDDEN: u16 = 403;
+
 /// How many objects a metadata-only list returns without a deletionTimestamp, page by
 /// page (500 each).
 async fn count_live<K>(api: &Api<K>, lp: ListParams, what: String) -> Result<u64, Error>
@@ -187,9 +191,15 @@ where
     let mut lp = lp.limit(500);
     let mut live = 0;
     loop {
-        let page = api.list_metadata(&lp).await.map_err(|source| Error::List {
-            what: what.clone(),
-            source,
+        let page = api.list_metadata(&lp).await.map_err(|source| {
+            if api_error::status_code(&source) == Some(FORBIDDEN) {
+                Error::NotGranted { what: what.clone() }
+            } else {
+                Error::List {
+                    what: what.clone(),
+                    source,
+                }
+            }
         })?;
         live += page
             .items
