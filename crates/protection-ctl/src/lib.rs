@@ -38,7 +38,13 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             "gate ResourcesDeletionProtection is off: no delete is refused (KRUISE_FEATURE_GATES=ResourcesDeletionProtection=true turns it on)"
         );
     }
-    let routes = webhook::routes(runtime.client.clone(), enabled);
+    let gates = webhook::Gates {
+        enabled,
+        crd_cascading: runtime
+            .gates
+            .enabled(gates::DELETION_PROTECTION_FOR_CRD_CASCADING_GATE),
+    };
+    let routes = webhook::routes(runtime.client.clone(), gates);
     runtime
         .serve_webhooks(routes, webhook::configurations)
         .await?;

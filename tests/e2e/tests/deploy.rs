@@ -3605,7 +3605,7 @@ async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
             &deployment["spec"]["template"]["spec"]["containers"][0],
             "KRUISE_FEATURE_GATES"
         ),
-        Some("ResourcesDeletionProtection=true")
+        Some("ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true")
     );
     let scratch = Scratch::new(&ns.name);
     let grant = ScopedGrant::new(&docs, sa, &ns.name).await;

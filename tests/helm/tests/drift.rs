@@ -19,7 +19,7 @@ use serde_json::Value;
 const COMPONENTS: &[(&str, &str)] = &[
     (
         "../../controllers/protection/enabled",
-        "featureGates=ResourcesDeletionProtection=true",
+        "featureGates=ResourcesDeletionProtection=true\\,DeletionProtectionForCRDCascadingGate=true",
     ),
     (
         "../../controllers/cloneset/predownload",
