@@ -97,7 +97,7 @@ fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_
 CHAOS_PODS ?= 1000
 CHAOS_PROFILE ?= debug
 CHAOS_BINS := $(shell grep -v '^\#' tests/cluster/controllers.txt) chaos-proxy
-chaos: deps ## controllers shot at (leader kill -9, apiserver restart, etcd compaction, a malformed object, webhook down, 5 QPS) on a cluster of its own (not part of make test): [CHAOS_PODS=1000] [SCENARIOS="takeover leader-cloneset ..."]; results in target/chaos/*.json
+chaos: deps ## controllers shot at (leader kill -9, apiserver restart, etcd compaction, a malformed object, webhook down, 5 QPS, an upgrade from the previous version mid-rollout) on a cluster of its own (not part of make test): [CHAOS_PODS=1000] [SCENARIOS="takeover leader-cloneset ..."]; results in target/chaos/*.json
 	cargo build --quiet $(if $(filter release,$(CHAOS_PROFILE)),--release) $(addprefix --bin ,$(CHAOS_BINS))
 	@CHAOS_PODS=$(CHAOS_PODS) CHAOS_PROFILE=$(CHAOS_PROFILE) tests/chaos/run.sh $(SCENARIOS)
 

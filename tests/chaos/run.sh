@@ -35,6 +35,17 @@
 #   webhook-down      sidecarset-ctl and cloneset-ctl (every replica) stopped, their
 #                     configurations left: Pods and objects outside their scope are created;
 #                     inside it the refusal is recorded; back up, the injection works again.
+#   self-upgrade      cloneset-ctl and sidecarset-ctl of the previous version (CHAOS_PREVIOUS,
+#                     a git revision: default the parent of the newest commit that changed
+#                     crates/ or Cargo.lock; built into $CHAOS_OUT/previous, or
+#                     CHAOS_PREVIOUS_BIN=dir of prebuilt binaries), 2 replicas each, with that
+#                     version's CRDs; a CloneSet rolls out in place and a SidecarSet upgrades its
+#                     sidecar, and meanwhile the current CRDs are applied and every replica is
+#                     replaced by the current binary, one at a time (SIGTERM, as a Deployment's
+#                     rolling update). Then: both rollouts complete, exactly N Pods each, the
+#                     same UIDs, N creations and 0 deletions, 2 ControllerRevisions of the
+#                     CloneSet (the new version computes the same revision names: no second
+#                     rollout), and no Pod written by either controller in the 15 s after.
 #   slow-apiserver    cloneset-ctl with KRUISE_KUBE_QPS=5 (burst 5) scales 0 ->
 #                     CHAOS_SLOW_PODS and rolls out in place: it converges; peak RSS, RSS
 #                     sampled every second, queue depth back to 0, no growth once idle.
@@ -73,7 +84,7 @@ base=${CHAOS_PORT_BASE:-28000}
 out=${CHAOS_OUT:-$root/target/chaos}
 state=$out/cluster
 bindir=${CARGO_TARGET_DIR:-$root/target}/$profile
-all_scenarios=(takeover leader-cloneset leader-sidecarset apiserver-restart compaction malformed webhook-down slow-apiserver)
+all_scenarios=(takeover leader-cloneset leader-sidecarset apiserver-restart compaction malformed webhook-down slow-apiserver self-upgrade)
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=("${all_scenarios[@]}")
 
@@ -139,7 +150,7 @@ ctl_start() { # binary replica [VAR=value...]
     KRUISE_LEADER_ELECT=true KRUISE_LEASE_DURATION_SECONDS="$lease" \
     KRUISE_FEATURE_GATES=ResourceDistributionGate=true \
     POD_NAME="chaos-$c-$r" RUST_LOG="${RUST_LOG:-info}" "$@" \
-    setsid "$bindir/$c" >>"$logs/$c-$r.log" 2>&1 </dev/null &
+    setsid "${ctl_bindir:-$bindir}/$c" >>"$logs/$c-$r.log" 2>&1 </dev/null &
   echo $! >"$run/$c-$r.pid"
   disown
 }
@@ -882,6 +893,171 @@ scenario_slow_apiserver() {
   figure max_queue_depth "${max_depth:-0}"
   finish
   ctl_down cloneset-ctl
+  kc delete namespace $ns --wait=false >/dev/null
+}
+
+# The previous version's cloneset-ctl and sidecarset-ctl, and its CRDs: `git archive` of
+# CHAOS_PREVIOUS built in $out/previous (a target directory of its own, or
+# CHAOS_PREVIOUS_TARGET_DIR; never the current one, whose binaries it would replace;
+# rebuilt only when the revision changes), or CHAOS_PREVIOUS_BIN (and CHAOS_PREVIOUS_CRDS).
+previous_build() {
+  if [ -n "${CHAOS_PREVIOUS_BIN:-}" ]; then
+    previous_bin=$CHAOS_PREVIOUS_BIN previous_crds=${CHAOS_PREVIOUS_CRDS:-$root/deploy/crds}
+    previous_rev=given
+    return
+  fi
+  local rev src=$out/previous/src previous_target=${CHAOS_PREVIOUS_TARGET_DIR:-$out/previous/target}
+  rev=${CHAOS_PREVIOUS:-$(git -C "$root" rev-list -n 1 HEAD -- crates Cargo.lock)~1}
+  previous_rev=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") ||
+    die "CHAOS_PREVIOUS=$rev: no such commit"
+  if [ "$(cat "$out/previous/rev" 2>/dev/null)" != "$previous_rev" ]; then
+    rm -rf "$src" "$out/previous/rev"
+    mkdir -p "$src"
+    git -C "$root" archive "$previous_rev" | tar -x -C "$src"
+    log "building cloneset-ctl and sidecarset-ctl of $previous_rev ($profile; cold, this takes minutes)"
+    local release=()
+    [ "$profile" = release ] && release=(--release)
+    (cd "$src" && CARGO_TARGET_DIR="$previous_target" cargo build --quiet "${release[@]}" \
+      --bin cloneset-ctl --bin sidecarset-ctl) || die "the previous version did not build"
+    echo "$previous_rev" >"$out/previous/rev"
+  fi
+  previous_bin=$previous_target/$profile
+  previous_crds=$src/deploy/crds
+}
+
+# Applies the CRDs of a directory as an upgrade does, each converted CRD keeping the
+# conversion webhook it has now: here the running controllers registered it by URL, and a
+# file's Service reference beside that URL would be refused (exactly one of the two).
+apply_crds_keeping_conversion() { # dir
+  local f obj name live
+  for f in "$1"/*.yaml; do
+    obj=$(kc create --dry-run=client -o json -f "$f")
+    name=$(jq -r .metadata.name <<<"$obj")
+    live=$(kc get crd "$name" -o json 2>/dev/null |
+      jq -c '.spec.conversion // empty | select(.strategy == "Webhook" and .webhook.clientConfig.url != null)')
+    [ -z "$live" ] || obj=$(jq --argjson c "$live" '.spec.conversion = $c' <<<"$obj")
+    kc apply --server-side --force-conflicts -f - <<<"$obj" >/dev/null
+  done
+}
+
+# Pod writes (create, update, patch, delete; subresources too) made in a namespace by our
+# controllers, in the audit log after byte offset $2.
+controller_pod_writes_since() { # namespace offset
+  tail -c +"$2" "$audit" | grep -F "\"namespace\":\"$1\"" | grep -F '"resource":"pods"' |
+    jq -r 'select((.verb | IN("create", "update", "patch", "delete"))
+        and (.userAgent | test("^(cloneset|sidecarset)-ctl")))
+      | "\(.verb) \(.objectRef.subresource // "-") \(.objectRef.name // "?") \(.userAgent)"' || true
+}
+
+scenario_self_upgrade() {
+  begin self-upgrade
+  local ns=chaos-upgrade n=$pods m=$sidecar_pods t0 c r
+  previous_build
+  log "previous version: $previous_rev ($previous_bin)"
+  # Earlier scenarios' replicas are the current binaries: this one starts from the old.
+  ctl_down cloneset-ctl
+  ctl_down sidecarset-ctl
+  apply_crds_keeping_conversion "$previous_crds"
+  ctl_bindir=$previous_bin ctl_up cloneset-ctl 2
+  ctl_bindir=$previous_bin ctl_up sidecarset-ctl 2
+  kc create namespace $ns >/dev/null
+  kc apply -f - >/dev/null <<EOF
+apiVersion: apps.kruise.io/v1alpha1
+kind: SidecarSet
+metadata: {name: chaos-upgrade}
+spec:
+  selector: {matchLabels: {app: chaos-upgrade-sidecar}}
+  containers:
+  - {name: sidecar, image: "busybox:1.36"}
+  updateStrategy: {type: RollingUpdate, maxUnavailable: "20%"}
+EOF
+  wait_for "the SidecarSet's Pod webhook effective" 60 injects $ns app=chaos-upgrade-sidecar
+  kc -n $ns create deployment sidecar --image=nginx:alpine --replicas="$m" -o json --dry-run=client |
+    jq '.spec.template.metadata.labels.app = "chaos-upgrade-sidecar" | .spec.selector.matchLabels.app = "chaos-upgrade-sidecar"' |
+    kc -n $ns create -f - >/dev/null
+  cloneset_json app "$n" nginx:alpine | kc -n $ns create -f - >/dev/null
+  upgrade_sidecarset_done() { # n
+    kc get sidecarset chaos-upgrade -o json | jq -e --argjson n "$1" '
+      .status as $s | ($s.observedGeneration // 0) == .metadata.generation
+      and $s.matchedPods == $n and $s.updatedPods == $n and $s.readyPods == $n and $s.updatedReadyPods == $n' >/dev/null
+  }
+  wait_for "$n CloneSet Pods ready (previous version)" $((300 + n)) cloneset_done $ns app "$n" || true
+  wait_for "$m Pods injected and ready (previous version)" $((300 + m)) upgrade_sidecarset_done "$m" || true
+  local before_cs before_sc
+  before_cs=$(uids $ns app=app)
+  before_sc=$(uids $ns app=chaos-upgrade-sidecar)
+  t0=$(now)
+  # One Pod at a time, each Ready for 2 s before the next: the rollouts last long enough
+  # for the upgrade to land in their middle.
+  kc -n $ns patch $cs app --type=json -p '[
+    {"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"},
+    {"op":"replace","path":"/spec/updateStrategy/maxUnavailable","value":1},
+    {"op":"add","path":"/spec/minReadySeconds","value":2}]' >/dev/null
+  kc patch sidecarset chaos-upgrade --type=json -p '[
+    {"op":"replace","path":"/spec/containers/0/image","value":"busybox:1.37"},
+    {"op":"replace","path":"/spec/updateStrategy/maxUnavailable","value":1}]' >/dev/null
+  upgrade_under_way() { kc -n $ns get $cs app -o json | jq -e '.status.updatedReplicas >= 1' >/dev/null; }
+  wait_for "the CloneSet rollout under way (previous version)" 120 upgrade_under_way || true
+  # The upgrade, as a release's: CRDs first, then each Deployment's rolling update
+  # (maxSurge 0: a replica stopped with SIGTERM, its successor started and ready).
+  local updated_at_upgrade
+  updated_at_upgrade=$(kc -n $ns get $cs app -o jsonpath='{.status.updatedReplicas}')
+  log "upgrading ($updated_at_upgrade of $n updated): current CRDs, then every replica to $bindir"
+  apply_crds_keeping_conversion "$root/deploy/crds"
+  for c in cloneset-ctl sidecarset-ctl; do
+    for r in 1 0; do
+      stop_pid "$(pid_of "$c" "$r")"
+      wait_gone "$c" "$r"
+      ctl_start "$c" "$r"
+      ctl_wait_ready "$c" "$r"
+    done
+  done
+  wait_for "$n Pods updated in place (current version)" $((600 + n)) cloneset_done $ns app "$n" || true
+  wait_for "$m sidecars upgraded (current version)" $((600 + m)) upgrade_sidecarset_done "$m" || true
+  local took quiet_from quiet_writes
+  took=$(since "$t0")
+  quiet_from=$(($(stat -c %s "$audit") + 1))
+  sleep 15
+  quiet_writes=$(controller_pod_writes_since $ns "$quiet_from")
+  [ -z "$quiet_writes" ] || { log "Pod writes after both rollouts completed:"; head -n 20 <<<"$quiet_writes" >&2; }
+  local podsj csj revisions at_rev images upgraded after_cs after_sc
+  csj=$(kc -n $ns get $cs app -o json)
+  podsj=$(kc -n $ns get pods -o json)
+  revisions=$(kc -n $ns get controllerrevisions -o json |
+    jq --arg uid "$(jq -r .metadata.uid <<<"$csj")" '[.items[] | select(.metadata.ownerReferences[]?.uid == $uid)] | length')
+  at_rev=$(jq --arg rev "$(jq -r .status.updateRevision <<<"$csj")" \
+    '[.items[] | select(.metadata.labels.app == "app" and .metadata.labels["controller-revision-hash"] == $rev)] | length' <<<"$podsj")
+  images=$(jq '[.items[] | select(.metadata.labels.app == "app" and .spec.containers[0].image == "nginx:1.27" and .status.containerStatuses[0].image == "nginx:1.27")] | length' <<<"$podsj")
+  upgraded=$(jq '[.items[] | select(.metadata.labels.app == "chaos-upgrade-sidecar"
+      and ([.spec.containers[] | select(.name == "sidecar") | .image] == ["busybox:1.37"])
+      and ([.status.containerStatuses[] | select(.name == "sidecar") | .image] == ["busybox:1.37"]))] | length' <<<"$podsj")
+  after_cs=$(uids $ns app=app)
+  after_sc=$(uids $ns app=chaos-upgrade-sidecar)
+  check "the upgrade came mid-rollout ($updated_at_upgrade of $n updated by the previous version)" \
+    test "${updated_at_upgrade:-0}" -lt "$n"
+  check "CloneSet: status exact (replicas, ready, available, updated, updatedReady = $n)" cloneset_done $ns app "$n"
+  check "CloneSet: all $n at the update revision ($at_rev), running nginx:1.27 ($images)" eq "$at_rev $images" "$n $n"
+  check "CloneSet: 2 ControllerRevisions, none of the new version's own ($revisions)" eq "$revisions" 2
+  check "CloneSet: 0 recreated: the same $n names and UIDs before and after" eq "$before_cs" "$after_cs"
+  check "SidecarSet: status exact (matched, updated, ready, updatedReady = $m)" upgrade_sidecarset_done "$m"
+  check "SidecarSet: every sidecar at busybox:1.37, spec and status ($upgraded)" eq "$upgraded" "$m"
+  check "SidecarSet: 0 recreated: the same $m UIDs before and after" eq "$before_sc" "$after_sc"
+  # The Deployment's Pods have generated names, which the audit log at Metadata level does
+  # not show ("?"): the CloneSet's are the ones a name can be created twice of.
+  local twice
+  twice=$(created_names $ns | grep -v '^?$' | sort | uniq -d | wc -l)
+  check "$((n + m)) Pod creations in the audit log ($(created_ok $ns)), no CloneSet Pod name twice ($twice)" \
+    eq "$(created_ok $ns) $twice" "$((n + m)) 0"
+  check "0 Pods deleted ($(deleted $ns))" eq "$(deleted $ns)" 0
+  check "no Pod written by either controller in the 15 s after both completed" test -z "$quiet_writes"
+  check "no panic in any controller log ($(panics))" eq "$(panics)" 0
+  figure previous "\"$previous_rev\""
+  figure pods "$n"
+  figure sidecar_pods "$m"
+  figure updated_at_upgrade "${updated_at_upgrade:-0}"
+  figure rollout_seconds "$took"
+  finish
+  kc delete sidecarset chaos-upgrade >/dev/null
   kc delete namespace $ns --wait=false >/dev/null
 }
 

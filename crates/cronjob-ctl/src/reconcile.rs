@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kruise_api::apps_v1alpha1::{AdvancedCronJob, BroadcastJob, TemplateKind};
+use kruise_api::apps_v1alpha1::{AdvancedCronJob, BroadcastJob, ImageListPullJob, TemplateKind};
 use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
@@ -14,7 +14,9 @@ use kube::{Resource, ResourceExt};
 use crate::Context;
 use crate::error::{Error, Result};
 use crate::events::CONTROLLER_NAME;
-use crate::plan::{Child, NewChild, Skip, World, broadcastjob_child, job_child, plan};
+use crate::plan::{
+    Child, NewChild, Skip, World, broadcastjob_child, imagelistpulljob_child, job_child, plan,
+};
 
 /// Runs inside `Reconciler::run` (span, metrics, backoff).
 pub async fn reconcile(cron: Arc<AdvancedCronJob>, ctx: Arc<Context>) -> Result<Action> {
@@ -37,6 +39,12 @@ pub async fn reconcile(cron: Arc<AdvancedCronJob>, ctx: Arc<Context>) -> Result<
             .owned_by(&uid)
             .iter()
             .map(|j| broadcastjob_child(j))
+            .collect(),
+        Some(TemplateKind::ImageListPullJob) => ctx
+            .imagelistpulljobs
+            .owned_by(&uid)
+            .iter()
+            .map(|j| imagelistpulljob_child(j))
             .collect(),
         None => Vec::new(),
     };
@@ -69,6 +77,12 @@ pub async fn reconcile(cron: Arc<AdvancedCronJob>, ctx: Arc<Context>) -> Result<
                 .create(&PostParams::default(), &job)
                 .await
                 .map(drop),
+            NewChild::ImageListPullJob(job) => {
+                Api::<ImageListPullJob>::namespaced(ctx.client.clone(), &ns)
+                    .create(&PostParams::default(), &job)
+                    .await
+                    .map(drop)
+            }
         };
         match created {
             Ok(()) => tracing::info!(child = %name, "created the tick's child"),
@@ -89,6 +103,10 @@ async fn delete_child(ctx: &Context, ns: &str, child: &ObjectReference) {
     let params = DeleteParams::background();
     let result = match child.kind.as_deref() {
         Some("Job") => Api::<Job>::namespaced(ctx.client.clone(), ns)
+            .delete(name, &params)
+            .await
+            .map(drop),
+        Some("ImageListPullJob") => Api::<ImageListPullJob>::namespaced(ctx.client.clone(), ns)
             .delete(name, &params)
             .await
             .map(drop),

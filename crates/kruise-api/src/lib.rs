@@ -75,10 +75,9 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
 /// ImagePullJob, ImageListPullJob; NodeImage but for `pullSecrets[].mode`, which only
 /// upstream's batch secret cleanup reads and v1alpha1 prunes): v1beta1 is served with the same schema, and the
 /// apiserver's default `None` conversion (a relabelled apiVersion) is exact.
-/// AdvancedCronJob's v1beta1 adds only `template.imageListPullJobTemplate`; until an
-/// ImageListPullJob controller exists that field is not in the schema, so a strict
-/// client (kubectl's default) is refused with `unknown field
-/// "spec.template.imageListPullJobTemplate"` instead of having it silently dropped.
+/// AdvancedCronJob's v1beta1 adds only `template.imageListPullJobTemplate`, which our
+/// v1alpha1 carries too (a superset of OpenKruise's v1alpha1, as Advanced StatefulSet's),
+/// so relabelling stays exact for it as well.
 fn also_served_as_v1beta1(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     let mut beta = crd.spec.versions[0].clone();
     beta.name = "v1beta1".into();

@@ -291,11 +291,7 @@ pub async fn run(session: &Session, args: &ExposeArgs, out: &mut (dyn Write + Se
             "expose takes one resource: TYPE NAME or TYPE/NAME".into(),
         ));
     };
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        session.client.clone(),
-        &session.namespace,
-        &source.api_resource(),
-    );
+    let api = session.api_for(&source.api_resource());
     let obj = serde_json::to_value(api.get(name).await?)?;
     let service_type = args.service_type.map(ServiceType::as_str);
     let protocol = args.protocol.map(Protocol::as_str);

@@ -635,12 +635,21 @@ rollouts.kruise.io, is not installed)"
     }
 
     async fn api(&self, kind: Kind) -> Result<Api<DynamicObject>> {
-        let ar = self.resource(kind).await?;
-        Ok(Api::namespaced_with(
-            self.client.clone(),
-            &self.namespace,
-            &ar,
-        ))
+        Ok(self.api_for(&self.resource(kind).await?))
+    }
+
+    /// The session's namespace of any resource, by its `ApiResource`.
+    pub fn api_for(&self, ar: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, ar)
+    }
+
+    /// The session's namespace of a typed resource.
+    pub fn typed<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
     }
 
     async fn get(&self, target: &Target) -> Result<Value> {
@@ -898,9 +907,7 @@ async fn check_pods(
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let list = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
-        .list(&ListParams::default())
-        .await?;
+    let list = session.typed::<Pod>().list(&ListParams::default()).await?;
     edits::check_pods_owned(target, uid, &list.items, pods)
 }
 
@@ -1056,7 +1063,8 @@ async fn revisions_of(session: &Session, obj: &Value) -> Result<Vec<ControllerRe
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let list = Api::<ControllerRevision>::namespaced(session.client.clone(), &session.namespace)
+    let list = session
+        .typed::<ControllerRevision>()
         .list(&ListParams::default())
         .await?;
     Ok(revisions::owned_by(&list.items, uid)
@@ -1208,10 +1216,6 @@ async fn rollout_page(session: &Session, obj: &Value, args: &DescribeRolloutArgs
     kruise_rollout::describe(&view, routing.as_ref(), &workload, !args.no_color)
 }
 
-fn namespaced(session: &Session, ar: &ApiResource) -> Api<DynamicObject> {
-    Api::namespaced_with(session.client.clone(), &session.namespace, ar)
-}
-
 /// The routes of the TrafficRouting a Rollout names (`spec.objectRef`).
 async fn traffic_routing_routes(session: &Session, name: &str) -> Result<Vec<Value>, String> {
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
@@ -1219,7 +1223,8 @@ async fn traffic_routing_routes(session: &Session, name: &str) -> Result<Vec<Val
         "v1alpha1",
         "TrafficRouting",
     ));
-    let obj = namespaced(session, &ar)
+    let obj = session
+        .api_for(&ar)
         .get(name)
         .await
         .map_err(|e| Error::from(e).to_string())?;
@@ -1244,7 +1249,8 @@ async fn rollout_workload(
         .rsplit_once('/')
         .unwrap_or(("", r.api_version.as_str()));
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &r.kind));
-    let obj = namespaced(session, &ar)
+    let obj = session
+        .api_for(&ar)
         .get(&r.name)
         .await
         .map_err(|e| Error::from(e).to_string())?;
@@ -1258,7 +1264,8 @@ async fn rollout_workload(
         .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
         .collect::<Vec<_>>()
         .join(",");
-    let pods = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
+    let pods = session
+        .typed::<Pod>()
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|e| Error::from(e).to_string())?;
@@ -1288,9 +1295,7 @@ fn crr_resource() -> kube::core::ApiResource {
 }
 
 async fn get_pod(session: &Session, name: &str) -> Result<Value> {
-    let pod = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
-        .get(name)
-        .await?;
+    let pod = session.typed::<Pod>().get(name).await?;
     Ok(serde_json::to_value(pod)?)
 }
 
@@ -1301,8 +1306,7 @@ async fn wait_crr(
     reference: &str,
     timeout: Option<Duration>,
 ) -> Result<edits::CrrOutcome> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(session.client.clone(), &session.namespace, &crr_resource());
+    let api = session.api_for(&crr_resource());
     let started = Instant::now();
     loop {
         let now = serde_json::to_value(api.get(name).await?)?;
@@ -1316,6 +1320,39 @@ async fn wait_crr(
     }
 }
 
+/// Creates the ContainerRecreateRequest `crr` and, when asked to wait (and it was really
+/// created), polls it until it completes. `None`: nothing to wait for.
+async fn create_crr_then_wait(
+    session: &Session,
+    crr: Value,
+    wait: bool,
+    timeout: Option<Duration>,
+    flags: &OutputArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<Option<edits::CrrOutcome>> {
+    let name = crr["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let reference = format!("containerrecreaterequest.apps.kruise.io/{name}");
+    create_object(
+        session,
+        &crr_resource(),
+        crr,
+        &reference,
+        "created",
+        flags,
+        out,
+    )
+    .await?;
+    if !wait || flags.dry_run != DryRun::None {
+        return Ok(None);
+    }
+    wait_crr(session, &name, &reference, timeout)
+        .await
+        .map(Some)
+}
+
 async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Send)) -> Result<()> {
     let timeout = duration::parse(&args.timeout).map_err(Error::Usage)?;
     let pod = get_pod(session, &args.pod).await?;
@@ -1325,25 +1362,16 @@ async fn create_crr(session: &Session, args: &CrrArgs, out: &mut (dyn Write + Se
         containers: &args.containers,
         timing: &args.timing,
     })?;
-    let reference = format!("containerrecreaterequest.apps.kruise.io/{}", args.name);
-    create_object(
-        session,
-        &crr_resource(),
-        crr,
-        &reference,
-        "created",
-        &args.out,
-        out,
-    )
-    .await?;
-    if !args.wait || args.out.dry_run != DryRun::None {
+    let Some(outcome) =
+        create_crr_then_wait(session, crr, args.wait, timeout, &args.out, out).await?
+    else {
         return Ok(());
-    }
-    let outcome = wait_crr(session, &args.name, &reference, timeout).await?;
+    };
     outcome.check()?;
     writeln!(
         out,
-        "{reference} completed: recreated {}",
+        "containerrecreaterequest.apps.kruise.io/{} completed: recreated {}",
+        args.name,
         outcome.recreated.join(", ")
     )?;
     Ok(())
@@ -1358,25 +1386,11 @@ async fn restart_container(
     let pod = get_pod(session, &args.pod).await?;
     let now = u64::try_from(jiff::Timestamp::now().as_second()).unwrap_or_default();
     let crr = restart::restart_request(&pod, &args.containers, &args.timing, now)?;
-    let name = crr["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let reference = format!("containerrecreaterequest.apps.kruise.io/{name}");
-    create_object(
-        session,
-        &crr_resource(),
-        crr,
-        &reference,
-        "created",
-        &args.out,
-        out,
-    )
-    .await?;
-    if !args.wait || args.out.dry_run != DryRun::None {
+    let Some(outcome) =
+        create_crr_then_wait(session, crr, args.wait, timeout, &args.out, out).await?
+    else {
         return Ok(());
-    }
-    let outcome = wait_crr(session, &name, &reference, timeout).await?;
+    };
     for line in restart::outcome_lines(&args.pod, &outcome) {
         writeln!(out, "{line}")?;
     }
@@ -1468,8 +1482,7 @@ async fn create_object(
     flags: &OutputArgs,
     out: &mut (dyn Write + Send),
 ) -> Result<Value> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(session.client.clone(), &session.namespace, ar);
+    let api = session.api_for(ar);
     let (created, suffix) = match flags.dry_run {
         DryRun::Client => (object, " (dry run)"),
         DryRun::None | DryRun::Server => {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Map, Value, json};
 
 use crate::target::{Kind, Target};
@@ -355,7 +355,8 @@ async fn observe(
 ) -> Result<Observed> {
     let dep = session.get(deployment).await?;
     let cs = session.get(cloneset).await?;
-    let replica_sets = Api::<ReplicaSet>::namespaced(session.client.clone(), &session.namespace)
+    let replica_sets = session
+        .typed::<ReplicaSet>()
         .list(&ListParams::default())
         .await?;
     let ours: Vec<&str> = replica_sets
@@ -364,9 +365,7 @@ async fn observe(
         .filter(|rs| controller_uid(&rs.metadata) == Some(uid(&dep)))
         .filter_map(|rs| rs.metadata.uid.as_deref())
         .collect();
-    let pods = Api::<Pod>::namespaced(session.client.clone(), &session.namespace)
-        .list(&ListParams::default())
-        .await?;
+    let pods = session.typed::<Pod>().list(&ListParams::default()).await?;
     let of = |owners: &[&str]| -> Vec<&Pod> {
         pods.items
             .iter()

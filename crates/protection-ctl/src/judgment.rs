@@ -100,6 +100,21 @@ impl Guarded {
     }
 }
 
+/// A `Cascading` CRD while the gate `DeletionProtectionForCRDCascadingGate` is off: refused
+/// with this message whatever it holds, as openkruise/kruise v1.9.0
+/// pkg/webhook/util/deletionprotection/deletion_protection.go `ValidateCRDDeletion` does
+/// (nothing is listed then).
+pub fn crd_cascading_gate_off(guarded: Guarded, protection: Protection) -> Option<String> {
+    (guarded == Guarded::CustomResourceDefinition && protection == Protection::Cascading).then(
+        || {
+            format!(
+                "feature-gate {} is not enabled",
+                kruise_runtime::gates::DELETION_PROTECTION_FOR_CRD_CASCADING_GATE
+            )
+        },
+    )
+}
+
 /// The judgment: the 403 message to refuse the delete with, or `None` to allow it.
 /// `dependants` is what [`Guarded::counts`] asked to be counted (`None` when it did
 /// not ask).

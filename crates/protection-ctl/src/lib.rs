@@ -17,6 +17,13 @@ use kruise_runtime::{Runtime, gates};
 /// field manager and event reporter (it reports none).
 pub const CONTROLLER_NAME: &str = "deletionprotection-controller";
 
+/// The label of the ClusterRoles aggregated into `kruise-deletionprotection-custom-resources`
+/// (kustomize/controllers/protection/rbac.yaml): the `list` grants on the custom resources
+/// of CRDs outside OpenKruise's groups that users label `Cascading`. protection-ctl's own
+/// ClusterRole lists OpenKruise's kinds only, never every resource (which would cover
+/// Secrets).
+pub const AGGREGATE_LABEL: &str = "policy.kruise.io/aggregate-to-deletion-protection";
+
 /// Who this binary is (its client's User-Agent is `protection-ctl/<version>`).
 pub const IDENTITY: kruise_runtime::Identity = kruise_runtime::identity!(CONTROLLER_NAME);
 
@@ -31,7 +38,13 @@ pub async fn run(runtime: Runtime) -> anyhow::Result<()> {
             "gate ResourcesDeletionProtection is off: no delete is refused (KRUISE_FEATURE_GATES=ResourcesDeletionProtection=true turns it on)"
         );
     }
-    let routes = webhook::routes(runtime.client.clone(), enabled);
+    let gates = webhook::Gates {
+        enabled,
+        crd_cascading: runtime
+            .gates
+            .enabled(gates::DELETION_PROTECTION_FOR_CRD_CASCADING_GATE),
+    };
+    let routes = webhook::routes(runtime.client.clone(), gates);
     runtime
         .serve_webhooks(routes, webhook::configurations)
         .await?;

@@ -22,6 +22,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kruise_api::keys;
+use kruise_runtime::api_error;
 use kruise_runtime::webhook::config::{
     WEBHOOK_SCOPE_LABEL, rule, validating_configuration, validating_webhook,
 };
@@ -50,9 +51,19 @@ const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// The webhook for the namespaced kinds (workloads, Service, Ingress).
 pub const NAMESPACED_WEBHOOK: &str = "vdeletionprotection-namespaced.kb.io";
 
-/// The route. With `enabled` false (gate `ResourcesDeletionProtection` off) every
-/// delete is allowed: the configurations kustomize ships may still send some.
-pub fn routes(client: Client, enabled: bool) -> Vec<Route> {
+/// Which of the deletion protection gates are on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// `ResourcesDeletionProtection`: off, every delete is allowed (the configurations
+    /// kustomize ships may still send some).
+    pub enabled: bool,
+    /// `DeletionProtectionForCRDCascadingGate`: off, a CRD labelled `Cascading` is refused
+    /// without counting its custom resources, as upstream.
+    pub crd_cascading: bool,
+}
+
+/// The route.
+pub fn routes(client: Client, gates: Gates) -> Vec<Route> {
     vec![Route::new(
         VALIDATE_PATH,
         "validate-delete-protection",
@@ -60,10 +71,10 @@ pub fn routes(client: Client, enabled: bool) -> Vec<Route> {
             let client = client.clone();
             async move {
                 let response = AdmissionResponse::from(&req);
-                if !enabled {
+                if !gates.enabled {
                     return Ok(response);
                 }
-                Ok(match review(&client, &req).await? {
+                Ok(match review(&client, &req, gates.crd_cascading).await? {
                     Some(message) => {
                         tracing::info!(
                             kind = %req.kind.kind,
@@ -86,6 +97,7 @@ pub fn routes(client: Client, enabled: bool) -> Vec<Route> {
 async fn review(
     client: &Client,
     req: &AdmissionRequest<DynamicObject>,
+    crd_cascading: bool,
 ) -> Result<Option<String>, HandlerError> {
     // Only DELETE of the object itself (the rules name no subresource; checked anyway).
     if req.operation != Operation::Delete || req.sub_resource.is_some() {
@@ -102,6 +114,9 @@ async fn review(
     let Some(protection) = Protection::of(&labels, terminating) else {
         return Ok(None);
     };
+    if !crd_cascading && let Some(message) = judgment::crd_cascading_gate_off(guarded, protection) {
+        return Ok(Some(message));
+    }
     let dependants = if guarded.counts(protection) {
         Some(count(client, guarded, &req.name, &old).await?)
     } else {
@@ -178,6 +193,9 @@ async fn active_crs(client: &Client, crd: &Value) -> Result<u64, Error> {
     count_live(&api, ListParams::default(), what).await
 }
 
+/// HTTP 403: the apiserver's RBAC refused the list.
+const FORBIDDEN: u16 = 403;
+
 /// How many objects a metadata-only list returns without a deletionTimestamp, page by
 /// page (500 each).
 async fn count_live<K>(api: &Api<K>, lp: ListParams, what: String) -> Result<u64, Error>
@@ -187,9 +205,15 @@ where
     let mut lp = lp.limit(500);
     let mut live = 0;
     loop {
-        let page = api.list_metadata(&lp).await.map_err(|source| Error::List {
-            what: what.clone(),
-            source,
+        let page = api.list_metadata(&lp).await.map_err(|source| {
+            if api_error::status_code(&source) == Some(FORBIDDEN) {
+                Error::NotGranted { what: what.clone() }
+            } else {
+                Error::List {
+                    what: what.clone(),
+                    source,
+                }
+            }
         })?;
         live += page
             .items
@@ -369,7 +393,15 @@ mod tests {
     }
 
     async fn call(enabled: bool, req: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-        let routes = routes(offline_client(), enabled);
+        let gates = Gates {
+            enabled,
+            crd_cascading: true,
+        };
+        call_with(gates, req).await
+    }
+
+    async fn call_with(gates: Gates, req: AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+        let routes = routes(offline_client(), gates);
         (routes[0].handler)(req).await.unwrap()
     }
 
@@ -464,7 +496,11 @@ mod tests {
     #[tokio::test]
     async fn a_count_that_fails_refuses() {
         // The offline client cannot list the namespace's Pods: fail closed.
-        let r = routes(offline_client(), true);
+        let gates = Gates {
+            enabled: true,
+            crd_cascading: true,
+        };
+        let r = routes(offline_client(), gates);
         let err = (r[0].handler)(request(
             "DELETE",
             "",
@@ -479,6 +515,48 @@ mod tests {
                 .contains("counting the Pods of namespace web"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_cascading_crd_needs_its_gate() {
+        let crd = |label: &str| {
+            request(
+                "DELETE",
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                None,
+                object(label, 0),
+            )
+        };
+        let gate_off = Gates {
+            enabled: true,
+            crd_cascading: false,
+        };
+        // Refused without a list (the offline client would fail one), as upstream.
+        let r = call_with(gate_off, crd("Cascading")).await;
+        assert!(!r.allowed);
+        assert_eq!(
+            r.result.message,
+            "feature-gate DeletionProtectionForCRDCascadingGate is not enabled"
+        );
+        // Always is judged as ever; other kinds' Cascading does not need the gate.
+        let r = call_with(gate_off, crd("Always")).await;
+        assert_eq!(r.result.message, keys::DELETION_PROTECTION_MSG_ALWAYS);
+        let r = call_with(
+            gate_off,
+            request("DELETE", "apps", "Deployment", None, object("Cascading", 0)),
+        )
+        .await;
+        assert!(r.allowed);
+        // With the gate on, the CRD's custom resources are counted (and the offline
+        // client's list fails: fail closed, another message).
+        let on = Gates {
+            enabled: true,
+            crd_cascading: true,
+        };
+        let r = routes(offline_client(), on);
+        let err = (r[0].handler)(crd("Cascading")).await.unwrap_err();
+        assert!(!err.to_string().contains("feature-gate"), "{err}");
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! AdvancedCronJob on the real cluster: examples/advancedcronjob-acj-test.yaml (a
-//! BroadcastJob every minute),
-//! history limits, and the Forbid / Replace policies. The every-minute test waits for a
-//! minute boundary (≤ 70 s); the policy tests use `@every 10s` to stay short.
+//! BroadcastJob every minute), an ImageListPullJob every minute (OpenKruise v1.9's
+//! `imageListPullJobTemplate`),
+//! history limits, and the Forbid / Replace policies. The every-minute tests wait for a
+//! minute boundary (≤ 75 s); the policy tests use `@every 10s` to stay short.
 
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{
-    AdvancedCronJob, BroadcastJob, BroadcastJobPhase, BroadcastJobStatus, JobCondition,
-    JobConditionType, TemplateKind,
+    AdvancedCronJob, BroadcastJob, BroadcastJobPhase, BroadcastJobStatus, ImageListPullJob,
+    JobCondition, JobConditionType, TemplateKind,
 };
 use kruise_e2e::{RunningController, TestNamespace, kubectl_async, wait_for};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -491,4 +492,320 @@ spec:
         },
     )
     .await;
+}
+
+/// An AdvancedCronJob creating ImageListPullJobs (OpenKruise v1.9's v1beta1
+/// `imageListPullJobTemplate`), sent as `v1beta1`; its images pulled on the test's own fake
+/// NodeImage (no agent serves it, so the pulls stay in progress).
+fn ilpj_acj_yaml(name: &str, schedule: &str, policy: &str, fake_node: &str) -> String {
+    format!(
+        r#"apiVersion: apps.kruise.io/v1beta1
+kind: AdvancedCronJob
+metadata:
+  name: {name}
+spec:
+  schedule: "{schedule}"
+  concurrencyPolicy: {policy}
+  template:
+    imageListPullJobTemplate:
+      metadata:
+        labels:
+          team: infra
+        annotations:
+          example.com/purpose: warm-up
+      spec:
+        images:
+        - nginx:1.25
+        - busybox:1.36
+        parallelism: 2
+        selector:
+          names:
+          - {fake_node}
+"#
+    )
+}
+
+async fn ilpj_children(ns: &TestNamespace, acj: &str) -> Vec<ImageListPullJob> {
+    let api: Api<ImageListPullJob> = ns.api();
+    let mut list: Vec<ImageListPullJob> = api
+        .list(&ListParams::default())
+        .await
+        .expect("list ImageListPullJobs")
+        .items
+        .into_iter()
+        .filter(|j| {
+            j.owner_references()
+                .iter()
+                .any(|o| o.kind == "AdvancedCronJob" && o.name == acj)
+        })
+        .collect();
+    list.sort_by_key(|j| j.name_any());
+    list
+}
+
+#[tokio::test]
+async fn cronjob_imagelistpulljob_template_creates_an_imagelistpulljob_every_minute() {
+    use kruise_api::apps_v1alpha1::ImagePullJob;
+    let ns = TestNamespace::new("acj-ilpj").await;
+    let _acj = controller(&ns).await;
+    let _ipj = RunningController::start(
+        imagepulljob_ctl::IDENTITY,
+        &ns.name,
+        "",
+        imagepulljob_ctl::run,
+    )
+    .await;
+    let fake = format!("{}-fake", ns.name);
+    let node_images = crate::imagepull::fake_node_image(&ns, &fake).await;
+    ns.apply(&ilpj_acj_yaml("acj-ilpj", "*/1 * * * *", "Forbid", &fake))
+        .await
+        .expect("apply acj-ilpj");
+    let api: Api<AdvancedCronJob> = ns.api();
+    let acj = api.get("acj-ilpj").await.unwrap();
+    // Defaulted by the webhook as upstream's SetDefaultsAdvancedCronJob.
+    let template = acj
+        .spec
+        .template
+        .image_list_pull_job_template
+        .clone()
+        .unwrap();
+    let pull = template.spec.template.pull_policy.clone().unwrap();
+    assert_eq!(
+        (pull.timeout_seconds, pull.backoff_limit),
+        (Some(600), Some(3))
+    );
+    wait_for("status.type", Duration::from_secs(30), || async {
+        let c = api.get("acj-ilpj").await.map_err(|e| e.to_string())?;
+        match c.status.as_ref().and_then(|s| s.type_) {
+            Some(TemplateKind::ImageListPullJob) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let (ok, out, err) = kubectl_async(
+        vec!["get".into(), "acj".into(), "-n".into(), ns.name.clone()],
+        None,
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(out.contains("*/1 * * * *   ImageListPullJob"), "{out}");
+
+    // At the next minute: `acj-ilpj-<unix seconds of the minute>`, owned by the cron job.
+    let child = wait_for(
+        "the minute's ImageListPullJob",
+        Duration::from_secs(75),
+        || async {
+            ilpj_children(&ns, "acj-ilpj")
+                .await
+                .into_iter()
+                .next()
+                .ok_or_else(|| "none yet".to_string())
+        },
+    )
+    .await;
+    let name = child.name_any();
+    let unix: i64 = name
+        .strip_prefix("acj-ilpj-")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("child name {name}"));
+    assert_eq!(unix % 60, 0, "{name}");
+    let owner = &child.owner_references()[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            Some(owner.uid.as_str()),
+            owner.controller,
+        ),
+        (
+            "apps.kruise.io/v1beta1",
+            "AdvancedCronJob",
+            "acj-ilpj",
+            acj.metadata.uid.as_deref(),
+            Some(true)
+        )
+    );
+    assert_eq!(child.spec.images, ["nginx:1.25", "busybox:1.36"]);
+    assert_eq!(child.labels()["team"], "infra");
+    let scheduled = jiff::Timestamp::from_second(unix).unwrap();
+    assert_eq!(child.annotations()["example.com/purpose"], "warm-up");
+    assert_eq!(
+        child.annotations()["apps.kruise.io/scheduled-at"],
+        scheduled.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    );
+    // The ImageListPullJob controller makes one ImagePullJob per image, owned by it.
+    let pulls = wait_for(
+        "an ImagePullJob per image",
+        Duration::from_secs(60),
+        || async {
+            let mut images: Vec<String> = ns
+                .api::<ImagePullJob>()
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .into_iter()
+                .filter(|j| j.owner_references().iter().any(|o| o.name == name))
+                .map(|j| j.spec.image)
+                .collect();
+            images.sort();
+            if images.len() == 2 {
+                Ok(images)
+            } else {
+                Err(format!("{images:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(pulls, ["busybox:1.36", "nginx:1.25"]);
+    // No agent serves the fake node: it stays active, and the cron job lists it.
+    wait_for(
+        "status.active and lastScheduleTime",
+        Duration::from_secs(30),
+        || async {
+            let c = api.get("acj-ilpj").await.map_err(|e| e.to_string())?;
+            let s = c.status.unwrap_or_default();
+            let active: Vec<_> = s
+                .active
+                .iter()
+                .map(|r| (r.kind.as_deref(), r.name.as_deref()))
+                .collect();
+            if active == [(Some("ImageListPullJob"), Some(name.as_str()))]
+                && s.last_schedule_time == Some(Time(scheduled))
+            {
+                Ok(())
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    node_images
+        .delete(&fake, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn cronjob_imagelistpulljob_forbid_makes_no_second_while_one_is_active() {
+    let ns = TestNamespace::new("acj-ilpj-forbid").await;
+    let _ctl = controller(&ns).await;
+    // No ImageListPullJob controller here: the child never completes.
+    ns.apply(&ilpj_acj_yaml(
+        "acj-ilpj-forbid",
+        "@every 10s",
+        "Forbid",
+        "no-such-node",
+    ))
+    .await
+    .expect("apply");
+    let first = wait_for("the first child", Duration::from_secs(30), || async {
+        let names: Vec<String> = ilpj_children(&ns, "acj-ilpj-forbid")
+            .await
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
+        if names.is_empty() {
+            Err("none yet".to_string())
+        } else {
+            Ok(names)
+        }
+    })
+    .await;
+    assert_eq!(first.len(), 1);
+    // Two more ticks pass: still the one child, and it is the active one.
+    tokio::time::sleep(Duration::from_secs(22)).await;
+    let names: Vec<String> = ilpj_children(&ns, "acj-ilpj-forbid")
+        .await
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(names, first);
+    let acj: AdvancedCronJob = ns.api().get("acj-ilpj-forbid").await.unwrap();
+    let active = acj.status.unwrap().active;
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].name.as_ref(), first.first());
+}
+
+#[tokio::test]
+async fn cronjob_imagelistpulljob_template_admission_names_the_field() {
+    let ns = TestNamespace::new("acj-ilpj-admission").await;
+    let _ctl = controller(&ns).await;
+    // Concurrent pulls of the same images are refused: Replace or Forbid only.
+    let refused = ns
+        .apply(&ilpj_acj_yaml("concurrent", "0 3 * * *", "Allow", "n1"))
+        .await
+        .expect_err("Allow is refused");
+    assert!(
+        refused.contains(
+            "spec.concurrencyPolicy: Invalid value: \"Allow\": concurrencyPolicy should be Replace or Forbid, but current value is: Allow"
+        ),
+        "{refused}"
+    );
+    // An image reference that does not parse.
+    let bad_image = ilpj_acj_yaml("bad-image", "0 3 * * *", "Replace", "n1")
+        .replace("nginx:1.25", "Nginx:1.25");
+    let refused = ns.apply(&bad_image).await.expect_err("bad image refused");
+    assert!(
+        refused.contains(
+            "spec.template.imageListPullJobTemplate.spec.images: Invalid value: [\"Nginx:1.25\",\"busybox:1.36\"]: invalid image Nginx:1.25: invalid reference format: repository name (library/Nginx) must be lowercase"
+        ),
+        "{refused}"
+    );
+    // A TTL: the cron job's history limits delete its children.
+    let ttl = format!(
+        "{}        completionPolicy:\n          ttlSecondsAfterFinished: 30\n",
+        ilpj_acj_yaml("ttl", "0 3 * * *", "Replace", "n1")
+    );
+    let refused = ns.apply(&ttl).await.expect_err("a TTL is refused");
+    assert!(
+        refused.contains(
+            "spec.template.imageListPullJobTemplate.spec.completionPolicy.ttlSecondsAfterFinished: Invalid value: 30: ttlSecondsAfterFinished is not supported in advancedCronJob"
+        ),
+        "{refused}"
+    );
+    // Two templates.
+    let two = format!(
+        "{}    jobTemplate:\n      spec:\n        template:\n          spec:\n            restartPolicy: Never\n            containers:\n            - name: c\n              image: busybox\n",
+        ilpj_acj_yaml("two", "0 3 * * *", "Replace", "n1")
+    );
+    let refused = ns.apply(&two).await.expect_err("two templates refused");
+    assert!(
+        refused.contains(
+            "spec.template: Forbidden: spec can have only one template, either JobTemplate or BroadcastJobTemplate or ImageListPullJobTemplate should be provided"
+        ),
+        "{refused}"
+    );
+    // Accepted; its images may change afterwards, its kind of template may not.
+    ns.apply(&ilpj_acj_yaml("good", "0 3 * * *", "Replace", "n1"))
+        .await
+        .expect("a valid one");
+    ns.apply(
+        &ilpj_acj_yaml("good", "0 3 * * *", "Replace", "n1").replace("nginx:1.25", "nginx:1.26"),
+    )
+    .await
+    .expect("the images may change");
+    let good: AdvancedCronJob = ns.api().get("good").await.unwrap();
+    let images = &good
+        .spec
+        .template
+        .image_list_pull_job_template
+        .unwrap()
+        .spec
+        .images;
+    assert_eq!(images, &["nginx:1.26", "busybox:1.36"]);
+    let refused = ns
+        .apply(&acj_yaml(
+            "good",
+            "0 3 * * *",
+            "concurrencyPolicy: Replace",
+            "",
+        ))
+        .await
+        .expect_err("switching to a BroadcastJob template is refused");
+    assert!(
+        refused.contains("spec: Forbidden: updates to advancedcronjob spec for fields other than 'imageListPullJobTemplate'"),
+        "{refused}"
+    );
 }

@@ -1094,6 +1094,9 @@ const CRONJOB_CHECKS: &str = "
     yes watch  broadcastjobs.apps.kruise.io                            *
     yes create broadcastjobs.apps.kruise.io                            default
     yes delete broadcastjobs.apps.kruise.io                            default
+    yes watch  imagelistpulljobs.apps.kruise.io                        *
+    yes create imagelistpulljobs.apps.kruise.io                        default
+    yes delete imagelistpulljobs.apps.kruise.io                        default
     yes create leases.coordination.k8s.io                              kruise-system
     yes patch  leases.coordination.k8s.io/advancedcronjob-controller   kruise-system
     yes get    secrets/advancedcronjob-webhook-ca                      kruise-system
@@ -1112,6 +1115,8 @@ const CRONJOB_CHECKS: &str = "
     no  patch  jobs.batch                                              default
     no  update broadcastjobs.apps.kruise.io                            default
     no  patch  broadcastjobs.apps.kruise.io#status                     default
+    no  update imagelistpulljobs.apps.kruise.io                        default
+    no  patch  imagelistpulljobs.apps.kruise.io#status                 default
     # No Pods, nodes or events (it emits none).
     no  list   pods                                                    default
     no  create pods                                                    default
@@ -1197,23 +1202,35 @@ const DAEMONSET_CHECKS: &str = "
     no  impersonate serviceaccounts                                    kruise-system
 ";
 
-/// protection-ctl lists (metadata only) to count a Cascading Namespace's Pods and a CRD's
-/// custom resources, whatever their group: `list` on every resource, nothing else but
-/// its webhook configuration and CA Secret.
+/// protection-ctl lists (metadata only) to count a Cascading Namespace's Pods and PVCs and
+/// a CRD's custom resources: `list` on those and on OpenKruise's kinds by name, never on
+/// every resource (no Secret, no ConfigMap, no other group's custom resources unless a
+/// user's ClusterRole is aggregated into kruise-deletionprotection-custom-resources);
+/// nothing else but its webhook configuration and CA Secret.
 const PROTECTION_CHECKS: &str = "
     yes list   pods                                                    *
+    yes list   persistentvolumeclaims                                  *
     yes list   clonesets.apps.kruise.io                                *
-    yes list   protwidgets.any.example.com                             *
+    yes list   nodeimages.apps.kruise.io                               *
+    yes list   podunavailablebudgets.policy.kruise.io                  *
     yes get    secrets/deletionprotection-webhook-ca                   kruise-system
     yes update secrets/deletionprotection-webhook-ca                   kruise-system
     yes create validatingwebhookconfigurations/kruise-deletionprotection-validating *
     yes patch  validatingwebhookconfigurations/kruise-deletionprotection-validating *
+    # No wildcard: no Secret or ConfigMap, no other kind, no other group's resources.
+    no  list   secrets                                                 *
+    no  list   secrets                                                 default
+    no  list   configmaps                                              *
+    no  list   serviceaccounts                                         *
+    no  list   deployments.apps                                        *
+    no  list   roles.rbac.authorization.k8s.io                         *
+    no  list   protwidgets.any.example.com                             *
     # List only: no get, no watch (no caches), no writes of anything it judges.
     no  get    pods                                                    default
     no  watch  pods                                                    *
     no  get    secrets                                                 default
     no  watch  secrets                                                 *
-    no  get    protwidgets.any.example.com                             default
+    no  get    clonesets.apps.kruise.io                                default
     no  delete pods                                                    default
     no  delete namespaces                                              *
     no  delete customresourcedefinitions.apiextensions.k8s.io          *
@@ -3568,7 +3585,9 @@ spec:
 
 /// protection-ctl on its overlay's RBAC alone (gate on, as overlays/protection ships it),
 /// scoped to a namespace: it registers its webhook with the token, and its counts (the
-/// namespace's Pods, a CRD's custom resources) work with only `list`.
+/// namespace's Pods, a CRD's custom resources) work with only `list`; a CRD outside
+/// OpenKruise's groups only once a ClusterRole aggregated into its custom-resources role
+/// grants it (before, its delete is refused, naming the missing grant).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -3586,7 +3605,7 @@ async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
             &deployment["spec"]["template"]["spec"]["containers"][0],
             "KRUISE_FEATURE_GATES"
         ),
-        Some("ResourcesDeletionProtection=true")
+        Some("ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true")
     );
     let scratch = Scratch::new(&ns.name);
     let grant = ScopedGrant::new(&docs, sa, &ns.name).await;
@@ -3670,13 +3689,35 @@ async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
             .map_err(|e| e.to_string())
     })
     .await;
-    match crds.delete(&name, &DeleteParams::default()).await {
+    // Its ClusterRole lists OpenKruise's kinds only: the CRs of this group cannot be
+    // counted, so the delete is refused (fail closed), naming the grant that is missing.
+    let dry_run = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    match crds.delete(&name, &dry_run).await {
         Err(kube::Error::Api(e)) => {
-            assert_eq!(e.code, 403, "{e:?}");
-            assert!(e.message.contains("active CRs 1>0"), "{e:?}");
+            assert!(
+                e.message.contains("protection-ctl may not list them")
+                    && e.message
+                        .contains("policy.kruise.io/aggregate-to-deletion-protection=true"),
+                "{e:?}"
+            );
         }
         other => panic!("the CRD delete must be refused: {other:?}"),
     }
+    // The user grants it, in a ClusterRole aggregated into the shipped one: the count
+    // works (once the controller-manager has aggregated it).
+    let crs_grant = AggregatedGrant::new(&name, &group, "protwidgets").await;
+    wait_for("the CRs counted", MINUTE, || async {
+        match crds.delete(&name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code == 403 && e.message.contains("active CRs 1>0") => {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     widgets.delete("w", &DeleteParams::default()).await.unwrap();
     wait_for("the CR gone", MINUTE, || async {
         match widgets.get_opt("w").await {
@@ -3689,16 +3730,53 @@ async fn protection_ctl_runs_on_its_overlay_rbac_alone() {
         .await
         .expect("without CRs the CRD may go");
     label(args(&["namespace", &ns.name]), "-").await;
+    drop(crs_grant);
 
     // Nothing it asked for was refused; SIGTERM stops it cleanly.
     let metrics = ctl.metrics().await;
+    // (but the custom resources before they were granted).
     let forbidden: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("kruise_api_requests_total") && l.contains("code=\"403\""))
+        .filter(|l| !l.contains("resource=\"protwidgets\""))
         .collect();
     assert!(forbidden.is_empty(), "forbidden requests: {forbidden:?}");
     assert!(ctl.stop().await.success(), "clean exit on SIGTERM");
     drop(grant);
+}
+
+/// A ClusterRole labelled policy.kruise.io/aggregate-to-deletion-protection=true granting
+/// `list` on one kind of custom resources: what a user adds to protect a CRD of their own
+/// (docs/deletion-protection.md). Deleted on drop.
+struct AggregatedGrant(String);
+
+impl AggregatedGrant {
+    async fn new(name: &str, group: &str, plural: &str) -> Self {
+        let name = format!("e2e-protect-{name}");
+        let role = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": {protection_ctl::AGGREGATE_LABEL: "true"}},
+            "rules": [{"apiGroups": [group], "resources": [plural], "verbs": ["list"]}],
+        });
+        let (ok, _, err) = kubectl_async(args(&["apply", "-f", "-"]), Some(role.to_string())).await;
+        assert!(ok, "{err}");
+        AggregatedGrant(name)
+    }
+}
+
+impl Drop for AggregatedGrant {
+    fn drop(&mut self) {
+        let _ = kubectl(
+            &[
+                "delete",
+                "clusterrole",
+                &self.0,
+                "--ignore-not-found",
+                "--wait=false",
+            ],
+            None,
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

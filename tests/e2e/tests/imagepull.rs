@@ -923,7 +923,7 @@ async fn admission_rejects_bad_jobs_naming_the_field() {
 
 /// A NodeImage of no node, labelled fake so the controller keeps it: the test's own
 /// "node" for jobs that must not touch the shared kwok nodes' NodeImages.
-async fn fake_node_image(ns: &TestNamespace, name: &str) -> Api<NodeImage> {
+pub(crate) async fn fake_node_image(ns: &TestNamespace, name: &str) -> Api<NodeImage> {
     let api: Api<NodeImage> = Api::all(ns.client.clone());
     let ni: NodeImage = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1alpha1", "kind": "NodeImage",

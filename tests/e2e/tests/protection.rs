@@ -14,7 +14,7 @@ use kruise_e2e::{RunningController, TestNamespace, kubectl_async, wait_for};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
 
-const GATE_ON: &str = "ResourcesDeletionProtection=true";
+const GATE_ON: &str = "ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true";
 const ALWAYS: &str =
     "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always";
 const CASCADING: &str = "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and ";
@@ -26,10 +26,14 @@ async fn kubectl(args: &[&str]) -> (bool, String, String) {
 /// Starts protection-ctl scoped to `home` and waits until the apiserver calls it: a
 /// dry-run delete of a Service labelled `Always` is refused.
 async fn protection(home: &TestNamespace) -> RunningController {
+    protection_with(home, GATE_ON).await
+}
+
+async fn protection_with(home: &TestNamespace, gates: &str) -> RunningController {
     let ctl = RunningController::start(
         protection_ctl::IDENTITY,
         &home.name,
-        GATE_ON,
+        gates,
         protection_ctl::run,
     )
     .await;
@@ -318,6 +322,44 @@ async fn crd_cascading_counts_its_custom_resources() {
     crds.delete(&name, &DeleteParams::default())
         .await
         .expect("a Cascading CRD without CRs may go");
+    label(&["service/probe", "-n", &home.name], None).await;
+}
+
+// Without DeletionProtectionForCRDCascadingGate (its default) a CRD labelled Cascading is
+// refused whatever it holds, as OpenKruise v1.9.0 does; unlabelled it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_cascading_without_its_gate_is_refused() {
+    let home = TestNamespace::new("prot-crdgate").await;
+    let _ctl = protection_with(&home, "ResourcesDeletionProtection=true").await;
+    let group = format!("{}.e2e.kruise.io", home.name);
+    let name = format!("gatewidgets.{group}");
+    let crds: Api<CustomResourceDefinition> = Api::all(home.client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "labels": {
+            keys::DELETION_PROTECTION: "Cascading",
+            keys::WEBHOOK_SCOPE: home.name,
+        }},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": "gatewidgets", "singular": "gatewidget", "kind": "GateWidget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let crd_object = format!("customresourcedefinitions.apiextensions.k8s.io/{name}");
+    // No custom resource exists, and it is refused all the same.
+    refused(
+        &[&crd_object],
+        "feature-gate DeletionProtectionForCRDCascadingGate is not enabled",
+    )
+    .await;
+    label(&[&crd_object], None).await;
+    crds.delete(&name, &DeleteParams::default())
+        .await
+        .expect("an unlabelled CRD may go");
     label(&["service/probe", "-n", &home.name], None).await;
 }
 

@@ -80,6 +80,35 @@ pub fn kustomize(overlay: &str) -> Result<Vec<Value>, String> {
     parse(&run(Command::new(kustomize).arg("build").arg(dir))?)
 }
 
+/// `kustomize build` of overlays/<overlay> with kustomize/<component>s added, through a
+/// kustomization written under target/ (kustomize loads nothing from outside its root).
+pub fn kustomize_with(overlay: &str, components: &[&str]) -> Result<Vec<Value>, String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (_, kustomize) = tools()?;
+    let dir = root().join(format!(
+        "target/helm-kustomize-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let components: Vec<String> = components
+        .iter()
+        .map(|c| format!("../../kustomize/{c}"))
+        .collect();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "resources: [../../kustomize/overlays/{overlay}]\ncomponents: [{}]\n",
+            components.join(", ")
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let out = run(Command::new(kustomize).arg("build").arg(&dir));
+    std::fs::remove_dir_all(&dir).ok();
+    parse(&out?)
+}
+
 /// `helm template` of the chart with `--set` values (release `kruise`, the Kubernetes
 /// minor the workspace targets).
 pub fn helm_template(set: &[&str]) -> Result<Vec<Value>, String> {
@@ -238,13 +267,19 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 }
 
 /// The CRDs (`<plural>.<group>`) of the kruise API groups that the rendered ClusterRoles
-/// grant anything on: what the controllers of a render use.
+/// grant anything on: what the controllers of a render use. Deletion protection's roles
+/// are left out: they list the custom resources of a CRD being deleted (every OpenKruise
+/// kind, by name), which needs none of them installed.
 pub fn crds_used_by_cluster_roles(objs: &[Value]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for role in objs
-        .iter()
-        .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ClusterRole") && !is_hook(o))
-    {
+    for role in objs.iter().filter(|o| {
+        o.get("kind").and_then(Value::as_str) == Some("ClusterRole")
+            && !is_hook(o)
+            && !o
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| n.starts_with("kruise-deletionprotection-"))
+    }) {
         for rule in role
             .get("rules")
             .and_then(Value::as_array)

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 use std::fs;
 
 use kruise_helm_tests::{
-    crd_names, crds_used_by_cluster_roles, differences, helm_template, kustomize, root,
+    crd_names, crds_used_by_cluster_roles, differences, helm_template, kustomize, kustomize_with,
+    root,
 };
 use serde_json::Value;
 
@@ -18,7 +19,7 @@ use serde_json::Value;
 const COMPONENTS: &[(&str, &str)] = &[
     (
         "../../controllers/protection/enabled",
-        "featureGates=ResourcesDeletionProtection=true",
+        "featureGates=ResourcesDeletionProtection=true\\,DeletionProtectionForCRDCascadingGate=true",
     ),
     (
         "../../controllers/cloneset/predownload",
@@ -526,7 +527,8 @@ fn each_conversion_names_a_webhook_service_the_chart_renders_in_its_namespace() 
 
 /// The node agent's host access is the CRI socket's own directory, read-only (not all of
 /// /var/run, whose other sockets a read-only mount would still let it connect to), and it
-/// keeps off virtual-kubelet nodes as OpenKruise's kruise-daemon does. Kustomize ships the
+/// keeps off virtual-kubelet nodes as OpenKruise's kruise-daemon does; its tolerations and
+/// affinity are values. Kustomize ships the
 /// same (default_values_render_overlays_all).
 #[test]
 fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet_nodes() {
@@ -560,6 +562,28 @@ fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet
     assert_eq!(terms["operator"], "NotIn");
     assert_eq!(terms["values"][0], "virtual-kubelet");
 
+    // Every taint tolerated by default; daemon.tolerations replaces the list, and
+    // daemon.affinity the virtual-kubelet exclusion.
+    assert_eq!(
+        ds.pointer("/spec/template/spec/tolerations"),
+        Some(&serde_json::json!([{"operator": "Exists"}]))
+    );
+    let tuned = agent(&[
+        "daemon.tolerations[0].key=dedicated",
+        "daemon.tolerations[0].operator=Equal",
+        "daemon.tolerations[0].value=gpu",
+        "daemon.tolerations[0].effect=NoSchedule",
+        "daemon.affinity=null",
+    ]);
+    assert_eq!(
+        tuned.pointer("/spec/template/spec/tolerations"),
+        Some(
+            &serde_json::json!([{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                  "effect": "NoSchedule"}])
+        )
+    );
+    assert_eq!(tuned.pointer("/spec/template/spec/affinity"), None);
+
     let crio = agent(&[
         "daemon.socketLocation=/var/run/crio",
         "daemon.socketFile=crio.sock",
@@ -567,6 +591,33 @@ fn the_node_agent_mounts_only_the_cri_socket_directory_and_skips_virtual_kubelet
     assert_eq!(host_paths(&crio), vec!["/var/run/crio"]);
     assert_eq!(
         env(&crio, "KRUISE_CRI_SOCKET"),
+        vec!["/hostvarrun/crio.sock"]
+    );
+}
+
+/// CRI-O nodes: kustomize's component components/cri-o renders what the chart's
+/// daemon.socketLocation / daemon.socketFile do (CRI-O's directory mounted, read-only,
+/// KRUISE_CRI_SOCKET naming crio.sock in it), and nothing else changes.
+#[test]
+fn the_cri_o_component_is_the_charts_socket_values() {
+    let k = kustomize_with("all", &["components/cri-o"]).expect("kustomize build");
+    let c = helm_template(&[
+        "daemon.socketLocation=/var/run/crio",
+        "daemon.socketFile=crio.sock",
+    ])
+    .expect("helm template");
+    let diffs = differences(k.clone(), c);
+    assert!(diffs.is_empty(), "{}", report("components/cri-o", &diffs));
+    let agent = k
+        .iter()
+        .find(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "daemon-agent")
+        .expect("the agent");
+    assert_eq!(
+        agent.pointer("/spec/template/spec/volumes/0/hostPath/path"),
+        Some(&Value::from("/var/run/crio"))
+    );
+    assert_eq!(
+        env(agent, "KRUISE_CRI_SOCKET"),
         vec!["/hostvarrun/crio.sock"]
     );
 }
@@ -625,4 +676,118 @@ fn network_policies_admit_the_webhook_port_from_the_apiserver_only() {
             );
         }
     }
+}
+
+/// Deletion protection's RBAC (kustomize and the chart alike): `list` on Pods, PVCs and
+/// every OpenKruise kind of deploy/crds by name, never a wildcard group or resource (which
+/// would cover Secrets); other CRDs' custom resources only through the aggregated role,
+/// which protection.customResourceRules feeds.
+#[test]
+fn deletion_protection_lists_named_kinds_only() {
+    let grants = |objs: &[Value]| -> BTreeSet<(String, String, String)> {
+        let bound: BTreeSet<&str> = objs
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding" || o["kind"] == "RoleBinding")
+            .filter(|b| b["subjects"][0]["name"] == "deletionprotection-controller")
+            .filter_map(|b| b["roleRef"]["name"].as_str())
+            .collect();
+        let mut out = BTreeSet::new();
+        for role in objs.iter().filter(|o| {
+            (o["kind"] == "ClusterRole" || o["kind"] == "Role")
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| bound.contains(n))
+        }) {
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                let strings = |k: &str| -> Vec<String> {
+                    rule[k]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                };
+                for group in strings("apiGroups") {
+                    for resource in strings("resources") {
+                        for verb in strings("verbs") {
+                            out.insert((group.clone(), resource.clone(), verb));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    };
+    let kruise_kinds: BTreeSet<(String, String, String)> = fs::read_dir(root().join("deploy/crds"))
+        .expect("deploy/crds")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter_map(|f| {
+            let (plural, group) = f.strip_suffix(".yaml")?.split_once('.')?;
+            Some((group.to_string(), plural.to_string(), "list".to_string()))
+        })
+        .collect();
+    assert_eq!(kruise_kinds.len(), 18, "{kruise_kinds:?}");
+    for (what, objs) in [
+        (
+            "kustomize overlays/all",
+            kustomize("all").expect("kustomize build"),
+        ),
+        ("the chart", helm_template(&[]).expect("helm template")),
+    ] {
+        let granted = grants(&objs);
+        assert!(!granted.is_empty(), "{what}: no grants found");
+        let wildcards: Vec<_> = granted
+            .iter()
+            .filter(|(g, r, v)| g == "*" || r == "*" || v == "*")
+            .collect();
+        assert!(wildcards.is_empty(), "{what}: {wildcards:?}");
+        let lists: BTreeSet<(String, String, String)> = granted
+            .iter()
+            .filter(|(_, _, v)| v == "list")
+            .cloned()
+            .collect();
+        let mut expected = kruise_kinds.clone();
+        for core in ["pods", "persistentvolumeclaims"] {
+            expected.insert((String::new(), core.to_string(), "list".to_string()));
+        }
+        assert_eq!(lists, expected, "{what}");
+        let aggregated = objs
+            .iter()
+            .find(|o| {
+                o["kind"] == "ClusterRole"
+                    && o["metadata"]["name"] == "kruise-deletionprotection-custom-resources"
+            })
+            .unwrap_or_else(|| panic!("{what}: the aggregated role"));
+        assert_eq!(
+            aggregated["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["policy.kruise.io/aggregate-to-deletion-protection"],
+            "true"
+        );
+    }
+
+    // protection.customResourceRules: a ClusterRole carrying the aggregation label, list
+    // only; a wildcard is refused by the values schema.
+    let objs = helm_template(&[
+        "protection.customResourceRules[0].apiGroups[0]=example.com",
+        "protection.customResourceRules[0].resources[0]=widgets",
+    ])
+    .expect("helm template");
+    let extra = objs
+        .iter()
+        .find(|o| {
+            o["kind"] == "ClusterRole"
+                && o["metadata"]["labels"]["policy.kruise.io/aggregate-to-deletion-protection"]
+                    == "true"
+        })
+        .expect("the values' ClusterRole");
+    assert_eq!(
+        extra["rules"],
+        serde_json::json!([{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list"]}])
+    );
+    let err = helm_template(&[
+        "protection.customResourceRules[0].apiGroups[0]=*",
+        "protection.customResourceRules[0].resources[0]=secrets",
+    ])
+    .expect_err("a wildcard group");
+    assert!(err.contains("customResourceRules"), "{err}");
 }

@@ -1,8 +1,10 @@
 //! The pure part of the AdvancedCronJob controller (openkruise/kruise v1.9.0
-//! pkg/controller/advancedcronjob/advancedcronjob_job_controller.go and
-//! advancedcronjob_broadcastjob_controller.go, `reconcileJob` / `reconcileBroadcastJob`): from the
-//! cron job, its children and the time, the status to write, the children to delete (history, the
-//! Replace policy), the child to create and when to look again. No client, no clock.
+//! pkg/controller/advancedcronjob/advancedcronjob_job_controller.go,
+//! advancedcronjob_broadcastjob_controller.go and advancedcronjob_imagelistpulljob_controller.go:
+//! `reconcileJob`, `reconcileBroadcastJob`, `reconcileImageListPullJob`, one algorithm over three
+//! child kinds): from the cron job, its children and the time, the status to write, the children
+//! to delete (history, the Replace policy), the child to create and when to look again. No
+//! client, no clock.
 
 pub mod schedule;
 
@@ -19,7 +21,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kruise_api::apps_v1alpha1::{
-    AdvancedCronJob, AdvancedCronJobStatus, BroadcastJob, ConcurrencyPolicy, TemplateKind,
+    AdvancedCronJob, AdvancedCronJobStatus, BroadcastJob, ConcurrencyPolicy, ImageListPullJob,
+    TemplateKind,
 };
 use kruise_api::keys;
 use kube::{Resource, ResourceExt};
@@ -32,7 +35,14 @@ pub const MAX_MISSED: usize = 100;
 /// The message logged when there are more.
 pub const TOO_MANY_MISSED: &str = "too many missed start times (> 100). Set or decrease .spec.startingDeadlineSeconds or check clock skew";
 
-/// What the plan needs to know of one child (a Job or a BroadcastJob).
+/// The `apiVersion` of the children's controller reference: upstream's controller works on
+/// `apps.kruise.io/v1beta1` AdvancedCronJobs (`controllerKind` in openkruise/kruise v1.9.0
+/// pkg/controller/advancedcronjob/advancedcronjob_controller.go), and its field indexes of
+/// BroadcastJobs and ImageListPullJobs (pkg/util/fieldindex/register.go) find only children
+/// whose controller is named so; the kind is served in both versions, so either resolves.
+pub const OWNER_API_VERSION: &str = "apps.kruise.io/v1beta1";
+
+/// What the plan needs to know of one child (a Job, a BroadcastJob or an ImageListPullJob).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Child {
     pub reference: ObjectReference,
@@ -101,6 +111,22 @@ pub fn broadcastjob_child(job: &BroadcastJob) -> Child {
     }
 }
 
+/// An ImageListPullJob as a child: finished once it has a `completionTime`, Complete when every
+/// one of its ImagePullJobs succeeded (`succeeded == desired`), Failed otherwise (upstream's
+/// `isImageListPullJobFinished`).
+pub fn imagelistpulljob_child(job: &ImageListPullJob) -> Child {
+    let status = job.status.as_ref();
+    let finished = status
+        .filter(|s| s.completion_time.is_some())
+        .map(|s| s.succeeded == s.desired);
+    Child {
+        reference: reference(job),
+        finished,
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+        scheduled_at: scheduled_at(job.meta()),
+    }
+}
+
 fn reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
     let meta = obj.meta();
     ObjectReference {
@@ -135,6 +161,7 @@ pub struct World<'a> {
 pub enum NewChild {
     Job(Box<Job>),
     BroadcastJob(Box<BroadcastJob>),
+    ImageListPullJob(Box<ImageListPullJob>),
 }
 
 impl NewChild {
@@ -142,6 +169,7 @@ impl NewChild {
         match self {
             NewChild::Job(j) => j.name_any(),
             NewChild::BroadcastJob(j) => j.name_any(),
+            NewChild::ImageListPullJob(j) => j.name_any(),
         }
     }
 }
@@ -237,7 +265,8 @@ pub fn missed_and_next(
     Ok((missed, schedule.next_after(now)))
 }
 
-/// The cron job's plan for this round (upstream's `reconcileJob` / `reconcileBroadcastJob`).
+/// The cron job's plan for this round (upstream's `reconcileJob` / `reconcileBroadcastJob` /
+/// `reconcileImageListPullJob`).
 pub fn plan(world: &World) -> Outcome {
     let cron = world.cron;
     let now = world.now;
@@ -323,6 +352,12 @@ pub fn new_child(cron: &AdvancedCronJob, kind: TemplateKind, scheduled: Timestam
             .broadcast_job_template
             .as_ref()
             .and_then(|t| t.metadata.clone()),
+        TemplateKind::ImageListPullJob => cron
+            .spec
+            .template
+            .image_list_pull_job_template
+            .as_ref()
+            .and_then(|t| t.metadata.clone()),
     }
     .unwrap_or_default();
     let mut annotations: BTreeMap<String, String> = template_meta.annotations.unwrap_or_default();
@@ -336,7 +371,7 @@ pub fn new_child(cron: &AdvancedCronJob, kind: TemplateKind, scheduled: Timestam
         labels: template_meta.labels,
         annotations: Some(annotations),
         owner_references: Some(vec![OwnerReference {
-            api_version: AdvancedCronJob::api_version(&()).into_owned(),
+            api_version: OWNER_API_VERSION.into(),
             kind: AdvancedCronJob::kind(&()).into_owned(),
             name: cron.name_any(),
             uid: cron.uid().unwrap_or_default(),
@@ -367,6 +402,18 @@ pub fn new_child(cron: &AdvancedCronJob, kind: TemplateKind, scheduled: Timestam
             let mut job = BroadcastJob::new(&cron.name_any(), spec);
             job.metadata = meta;
             NewChild::BroadcastJob(Box::new(job))
+        }
+        TemplateKind::ImageListPullJob => {
+            let spec = cron
+                .spec
+                .template
+                .image_list_pull_job_template
+                .as_ref()
+                .map(|t| t.spec.clone())
+                .unwrap_or_default();
+            let mut job = ImageListPullJob::new(&cron.name_any(), spec);
+            job.metadata = meta;
+            NewChild::ImageListPullJob(Box::new(job))
         }
     }
 }

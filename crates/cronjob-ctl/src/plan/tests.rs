@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{
     AdvancedCronJob, AdvancedCronJobSpec, BroadcastJobTemplateSpec, ConcurrencyPolicy,
-    CronJobTemplate, TemplateKind,
+    CronJobTemplate, ImageListPullJob, ImageListPullJobSpec, ImageListPullJobStatus,
+    ImageListPullJobTemplateSpec, ImagePullJobTemplate, TemplateKind,
 };
 
 use super::schedule::{Schedule, go_duration};
@@ -90,8 +92,18 @@ fn every_minute_creates_the_child_at_the_minute() {
     );
     let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
-        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
-        ("AdvancedCronJob", "acj-uid", Some(true))
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        (
+            "apps.kruise.io/v1beta1",
+            "AdvancedCronJob",
+            "acj-uid",
+            Some(true)
+        )
     );
     assert_eq!(out.requeue_after, Some(Duration::from_secs(58)));
 }
@@ -108,6 +120,193 @@ fn job_template_creates_jobs() {
     assert_eq!(out.status.type_, Some(TemplateKind::Job));
     assert!(
         matches!(&out.create, Some(NewChild::Job(j)) if j.metadata.name.as_deref() == Some("acj-test-1646305200"))
+    );
+}
+
+fn ilpj_cron(edit: impl FnOnce(&mut AdvancedCronJobSpec)) -> AdvancedCronJob {
+    cron("*/1 * * * *", |s| {
+        s.template = CronJobTemplate {
+            image_list_pull_job_template: Some(ImageListPullJobTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some([("team".to_string(), "infra".to_string())].into()),
+                    annotations: Some([("note".to_string(), "warm".to_string())].into()),
+                    ..Default::default()
+                }),
+                spec: ImageListPullJobSpec {
+                    images: vec!["nginx:1.25".into(), "busybox:1.36".into()],
+                    template: ImagePullJobTemplate {
+                        parallelism: Some(IntOrString::Int(2)),
+                        ..Default::default()
+                    },
+                },
+            }),
+            ..Default::default()
+        };
+        s.concurrency_policy = Some(ConcurrencyPolicy::Forbid);
+        edit(s);
+    })
+}
+
+#[test]
+fn imagelistpulljob_template_creates_an_imagelistpulljob_named_for_the_tick() {
+    let c = ilpj_cron(|_| {});
+    let out = run(&c, vec![], "2022-03-03T11:00:02Z");
+    assert_eq!(out.status.type_, Some(TemplateKind::ImageListPullJob));
+    let Some(NewChild::ImageListPullJob(job)) = &out.create else {
+        panic!("{out:?}")
+    };
+    assert_eq!(job.metadata.name.as_deref(), Some("acj-test-1646305200"));
+    assert_eq!(job.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(job.spec.images, ["nginx:1.25", "busybox:1.36"]);
+    assert_eq!(job.spec.template.parallelism, Some(IntOrString::Int(2)));
+    assert_eq!(job.labels()["team"], "infra");
+    let annotations = job.annotations();
+    assert_eq!(annotations["note"], "warm");
+    assert_eq!(
+        annotations["apps.kruise.io/scheduled-at"],
+        "2022-03-03T11:00:00Z"
+    );
+    let owner = &job.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller,
+            owner.block_owner_deletion,
+        ),
+        (
+            "apps.kruise.io/v1beta1",
+            "AdvancedCronJob",
+            "acj-test",
+            "acj-uid",
+            Some(true),
+            Some(true)
+        )
+    );
+    // The ImageListPullJob a create sends carries its kind, so the apiserver routes it.
+    let sent = serde_json::to_value(job.as_ref()).unwrap();
+    assert_eq!(sent["kind"], "ImageListPullJob");
+    assert_eq!(sent["apiVersion"], "apps.kruise.io/v1alpha1");
+}
+
+fn ilpj(name: &str, status: Option<ImageListPullJobStatus>) -> ImageListPullJob {
+    let mut job = ImageListPullJob::new(name, ImageListPullJobSpec::default());
+    job.metadata.namespace = Some("default".into());
+    job.metadata.annotations = Some(
+        [(
+            "apps.kruise.io/scheduled-at".to_string(),
+            "2022-03-03T11:00:00Z".to_string(),
+        )]
+        .into(),
+    );
+    job.status = status;
+    job
+}
+
+#[test]
+fn an_imagelistpulljob_is_finished_at_its_completion_time() {
+    let done = |desired, succeeded| ImageListPullJobStatus {
+        start_time: Some(Time(ts("2022-03-03T11:00:01Z"))),
+        completion_time: Some(Time(ts("2022-03-03T11:00:30Z"))),
+        desired,
+        succeeded,
+        completed: desired,
+        ..Default::default()
+    };
+    // No status yet, or running: active.
+    assert_eq!(imagelistpulljob_child(&ilpj("a", None)).finished, None);
+    let running = ImageListPullJobStatus {
+        start_time: Some(Time(ts("2022-03-03T11:00:01Z"))),
+        desired: 2,
+        active: 2,
+        ..Default::default()
+    };
+    let child = imagelistpulljob_child(&ilpj("a", Some(running)));
+    assert_eq!(child.finished, None);
+    assert_eq!(child.start_time, Some(ts("2022-03-03T11:00:01Z")));
+    assert_eq!(child.scheduled_at, Some(ts("2022-03-03T11:00:00Z")));
+    assert_eq!(child.reference.kind.as_deref(), Some("ImageListPullJob"));
+    assert_eq!(
+        child.reference.api_version.as_deref(),
+        Some("apps.kruise.io/v1alpha1")
+    );
+    // Completed: Complete when every image succeeded, Failed otherwise.
+    assert_eq!(
+        imagelistpulljob_child(&ilpj("a", Some(done(2, 2)))).finished,
+        Some(true)
+    );
+    assert_eq!(
+        imagelistpulljob_child(&ilpj("a", Some(done(2, 1)))).finished,
+        Some(false)
+    );
+}
+
+#[test]
+fn imagelistpulljob_children_follow_the_policies_and_history() {
+    let running = ImageListPullJobStatus {
+        desired: 2,
+        active: 2,
+        ..Default::default()
+    };
+    let active = vec![imagelistpulljob_child(&ilpj(
+        "acj-test-1646305200",
+        Some(running),
+    ))];
+    // Forbid: the next tick is skipped while it is active; status lists it.
+    let out = run(&ilpj_cron(|_| {}), active.clone(), "2022-03-03T11:01:01Z");
+    assert_eq!(out.skip, Some(Skip::Forbidden));
+    assert!(out.create.is_none());
+    assert_eq!(out.status.active.len(), 1);
+    assert_eq!(
+        out.status.active[0].name.as_deref(),
+        Some("acj-test-1646305200")
+    );
+    // Replace: deleted, and the tick's ImageListPullJob created.
+    let replace = ilpj_cron(|s| s.concurrency_policy = Some(ConcurrencyPolicy::Replace));
+    let out = run(&replace, active, "2022-03-03T11:01:01Z");
+    assert_eq!(
+        out.delete
+            .iter()
+            .map(|r| (r.kind.clone().unwrap(), r.name.clone().unwrap()))
+            .collect::<Vec<_>>(),
+        [(
+            "ImageListPullJob".to_string(),
+            "acj-test-1646305200".to_string()
+        )]
+    );
+    assert!(matches!(&out.create, Some(NewChild::ImageListPullJob(j))
+        if j.metadata.name.as_deref() == Some("acj-test-1646305260")));
+    // History: one failed kept by default, the older one pruned; paused runs nothing.
+    let failed = |name: &str, start: &str| {
+        imagelistpulljob_child(&ilpj(
+            name,
+            Some(ImageListPullJobStatus {
+                start_time: Some(Time(ts(start))),
+                completion_time: Some(Time(ts(start))),
+                desired: 1,
+                ..Default::default()
+            }),
+        ))
+    };
+    let paused = ilpj_cron(|s| s.paused = Some(true));
+    let out = run(
+        &paused,
+        vec![
+            failed("old", "2022-03-03T11:00:00Z"),
+            failed("new", "2022-03-03T11:01:00Z"),
+        ],
+        "2022-03-03T11:02:01Z",
+    );
+    assert_eq!(out.skip, Some(Skip::Paused));
+    assert!(out.create.is_none());
+    assert_eq!(
+        out.delete
+            .iter()
+            .map(|r| r.name.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["old"]
     );
 }
 

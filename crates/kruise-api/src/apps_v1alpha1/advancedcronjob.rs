@@ -1,5 +1,11 @@
-//! `AdvancedCronJob` (`apps.kruise.io/v1alpha1`): creates a `batch/v1` Job or a
-//! BroadcastJob on a cron schedule and keeps a bounded history of them.
+//! `AdvancedCronJob` (`apps.kruise.io/v1alpha1`): creates a `batch/v1` Job, a
+//! BroadcastJob or an ImageListPullJob on a cron schedule and keeps a bounded history of
+//! them.
+//!
+//! One schema serves both versions: OpenKruise v1.9.0's `v1beta1` adds
+//! `template.imageListPullJobTemplate` (apis/apps/v1beta1/advancedcronjob_types.go), which
+//! our `v1alpha1` carries too, so the apiserver's relabelling between the versions is exact
+//! (upstream's v1alpha1 refuses such an object instead: its `ConvertFrom` errors).
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -9,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::broadcastjob::BroadcastJobSpec;
+use super::imagepulljob::ImageListPullJobSpec;
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -22,7 +29,7 @@ use super::broadcastjob::BroadcastJobSpec;
     status = "AdvancedCronJobStatus",
     derive = "PartialEq",
     derive = "Default",
-    doc = "AdvancedCronJob creates Jobs or BroadcastJobs on a cron schedule.",
+    doc = "AdvancedCronJob creates Jobs, BroadcastJobs or ImageListPullJobs on a cron schedule.",
     printcolumn(
         name = "Schedule",
         type_ = "string",
@@ -70,7 +77,8 @@ pub struct AdvancedCronJobSpec {
     /// Finished failed runs to keep. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_jobs_history_limit: Option<i32>,
-    /// What each run creates: exactly one of `jobTemplate` or `broadcastJobTemplate`.
+    /// What each run creates: exactly one of `jobTemplate`, `broadcastJobTemplate` or
+    /// `imageListPullJobTemplate`.
     pub template: CronJobTemplate,
 }
 
@@ -114,13 +122,21 @@ pub struct CronJobTemplate {
     /// Create a BroadcastJob.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broadcast_job_template: Option<BroadcastJobTemplateSpec>,
+    /// Create an ImageListPullJob (OpenKruise's `v1beta1` field; served in both versions here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_list_pull_job_template: Option<ImageListPullJobTemplateSpec>,
 }
 
 impl CronJobTemplate {
-    /// The kind of child this template creates: `jobTemplate` wins when both are set.
+    /// The kind of child this template creates, in upstream's order of precedence when
+    /// several are set (`FindTemplateKind` in openkruise/kruise v1.9.0
+    /// pkg/controller/advancedcronjob/advancedcronjob_utils.go): `jobTemplate`, then
+    /// `imageListPullJobTemplate`, then `broadcastJobTemplate`. The webhook admits only one.
     pub fn kind(&self) -> Option<TemplateKind> {
         if self.job_template.is_some() {
             Some(TemplateKind::Job)
+        } else if self.image_list_pull_job_template.is_some() {
+            Some(TemplateKind::ImageListPullJob)
         } else if self.broadcast_job_template.is_some() {
             Some(TemplateKind::BroadcastJob)
         } else {
@@ -141,6 +157,20 @@ pub struct BroadcastJobTemplateSpec {
     #[serde(default)]
     #[schemars(transform = without_default)]
     pub spec: BroadcastJobSpec,
+}
+
+/// `template.imageListPullJobTemplate`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageListPullJobTemplateSpec {
+    /// Labels and annotations copied to each ImageListPullJob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub metadata: Option<ObjectMeta>,
+    /// The spec of each ImageListPullJob.
+    #[serde(default)]
+    #[schemars(transform = without_default)]
+    pub spec: ImageListPullJobSpec,
 }
 
 /// Keeps the apiserver from filling in a whole spec (with an empty Pod template) when it is absent.
@@ -169,6 +199,8 @@ pub enum TemplateKind {
     Job,
     /// `apps.kruise.io/v1alpha1` BroadcastJob.
     BroadcastJob,
+    /// `apps.kruise.io/v1alpha1` ImageListPullJob.
+    ImageListPullJob,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -332,6 +364,156 @@ spec:
         );
     }
 
+    /// An ImageListPullJob template as OpenKruise v1.9.0's v1beta1 takes it (every field
+    /// of the ImageListPullJob spec).
+    const ACJ_IMAGELISTPULLJOB: &str = r#"
+apiVersion: apps.kruise.io/v1beta1
+kind: AdvancedCronJob
+metadata:
+  name: acj-warm-up
+spec:
+  schedule: "0 3 * * *"
+  concurrencyPolicy: Replace
+  template:
+    imageListPullJobTemplate:
+      metadata:
+        labels:
+          team: infra
+        annotations:
+          example.com/owner: ops
+      spec:
+        images:
+        - nginx:1.25
+        - busybox:1.36
+        parallelism: 2
+        selector:
+          matchLabels:
+            pool: web
+        pullSecrets:
+        - registry-a
+        pullPolicy:
+          timeoutSeconds: 300
+          backoffLimit: 2
+        completionPolicy:
+          type: Always
+          activeDeadlineSeconds: 1200
+        sandboxConfig:
+          labels:
+            team: infra
+        imagePullPolicy: Always
+status:
+  type: ImageListPullJob
+  active:
+  - apiVersion: apps.kruise.io/v1alpha1
+    kind: ImageListPullJob
+    name: acj-warm-up-1646276400
+    namespace: default
+    uid: 0b6f3c1e-0000-0000-0000-000000000001
+"#;
+
+    #[test]
+    fn imagelistpulljob_template_round_trips_without_losing_fields() {
+        let mut original = yaml_value(ACJ_IMAGELISTPULLJOB);
+        // The apiserver relabels a v1beta1 object: the same fields as v1alpha1.
+        original["apiVersion"] = "apps.kruise.io/v1alpha1".into();
+        let acj: AdvancedCronJob = serde_json::from_value(original.clone()).unwrap();
+        assert_eq!(json(&acj), original);
+        assert_eq!(
+            acj.spec.template.kind(),
+            Some(TemplateKind::ImageListPullJob)
+        );
+        let t = acj
+            .spec
+            .template
+            .image_list_pull_job_template
+            .as_ref()
+            .unwrap();
+        assert_eq!(t.spec.images, ["nginx:1.25", "busybox:1.36"]);
+        assert_eq!(
+            t.spec
+                .template
+                .pull_policy
+                .as_ref()
+                .unwrap()
+                .timeout_seconds,
+            Some(300)
+        );
+        assert_eq!(
+            t.metadata.as_ref().unwrap().labels.as_ref().unwrap()["team"],
+            "infra"
+        );
+        assert_eq!(
+            acj.status.unwrap().type_,
+            Some(TemplateKind::ImageListPullJob)
+        );
+    }
+
+    #[test]
+    fn template_kind_follows_upstream_precedence() {
+        let job = || Some(JobTemplateSpec::default());
+        let bcj = || Some(BroadcastJobTemplateSpec::default());
+        let ilpj = || Some(ImageListPullJobTemplateSpec::default());
+        let kind = |job_template, broadcast_job_template, image_list_pull_job_template| {
+            CronJobTemplate {
+                job_template,
+                broadcast_job_template,
+                image_list_pull_job_template,
+            }
+            .kind()
+        };
+        assert_eq!(kind(job(), bcj(), ilpj()), Some(TemplateKind::Job));
+        assert_eq!(
+            kind(None, bcj(), ilpj()),
+            Some(TemplateKind::ImageListPullJob)
+        );
+        assert_eq!(kind(None, bcj(), None), Some(TemplateKind::BroadcastJob));
+        assert_eq!(
+            kind(None, None, ilpj()),
+            Some(TemplateKind::ImageListPullJob)
+        );
+        assert_eq!(kind(None, None, None), None);
+    }
+
+    #[test]
+    fn both_versions_carry_the_imagelistpulljob_template() {
+        let crd = crate::all_crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == "AdvancedCronJob")
+            .unwrap();
+        let names: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["v1alpha1", "v1beta1"]);
+        for version in &crd.spec.versions {
+            let schema = serde_json::to_value(&version.schema).unwrap();
+            let t = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["template"]["properties"]
+                ["imageListPullJobTemplate"];
+            let spec = &t["properties"]["spec"];
+            assert_eq!(
+                spec["required"],
+                serde_json::json!(["images"]),
+                "{}",
+                version.name
+            );
+            assert!(spec.get("default").is_none(), "{}", version.name);
+            for field in [
+                "images",
+                "selector",
+                "podSelector",
+                "parallelism",
+                "pullPolicy",
+                "pullSecrets",
+                "completionPolicy",
+                "sandboxConfig",
+                "imagePullPolicy",
+            ] {
+                assert!(spec["properties"][field].is_object(), "{field}");
+            }
+            assert_eq!(
+                t["properties"]["metadata"]["x-kubernetes-preserve-unknown-fields"],
+                true
+            );
+        }
+    }
+
     #[test]
     fn enums_use_upstream_spellings() {
         assert_eq!(json(ConcurrencyPolicy::Allow), "Allow");
@@ -339,6 +521,7 @@ spec:
         assert_eq!(json(ConcurrencyPolicy::Replace), "Replace");
         assert_eq!(json(TemplateKind::Job), "Job");
         assert_eq!(json(TemplateKind::BroadcastJob), "BroadcastJob");
+        assert_eq!(json(TemplateKind::ImageListPullJob), "ImageListPullJob");
     }
 
     #[test]
@@ -390,8 +573,14 @@ spec:
             let acj: AdvancedCronJob = serde_json::from_value(doc.clone()).unwrap();
             assert_eq!(json(&acj), doc, "{file}");
             let t = &acj.spec.template;
-            assert!(
-                t.job_template.is_some() != t.broadcast_job_template.is_some(),
+            let templates = [
+                t.job_template.is_some(),
+                t.broadcast_job_template.is_some(),
+                t.image_list_pull_job_template.is_some(),
+            ];
+            assert_eq!(
+                templates.iter().filter(|set| **set).count(),
+                1,
                 "{file}: exactly one template"
             );
             assert!(!acj.spec.schedule.is_empty(), "{file}");

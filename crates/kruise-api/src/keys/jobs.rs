@@ -42,10 +42,11 @@ pub const BROADCASTJOB_EVENT_CONTINUE: &str = "Continue";
 /// Failure-reason text of the FailFast policy (the Warning event reason when it fires).
 pub const BROADCASTJOB_REASON_FAILED_POD_FOUND: &str = "failed pod is found";
 
-/// Job/BroadcastJob annotation: the nominal (RFC 3339) time of the run that created it.
+/// Job/BroadcastJob/ImageListPullJob annotation: the nominal (RFC 3339) time of the run that created it.
 pub const ADVANCEDCRONJOB_SCHEDULED_AT: &str = "apps.kruise.io/scheduled-at";
 /// Event source component of the AdvancedCronJob controller.
 pub const ADVANCEDCRONJOB_CONTROLLER_NAME: &str = "advancedcronjob-controller";
 /// AdvancedCronJob `status.type` values.
 pub const ADVANCEDCRONJOB_TYPE_JOB: &str = "Job";
 pub const ADVANCEDCRONJOB_TYPE_BROADCASTJOB: &str = "BroadcastJob";
+pub const ADVANCEDCRONJOB_TYPE_IMAGELISTPULLJOB: &str = "ImageListPullJob";

@@ -53,7 +53,7 @@ cronjob:
   name: advancedcronjob-controller
   binary: cronjob-ctl
   webhook: advancedcronjob-webhook
-  crds: [advancedcronjobs.apps.kruise.io, broadcastjobs.apps.kruise.io]
+  crds: [advancedcronjobs.apps.kruise.io, broadcastjobs.apps.kruise.io, imagelistpulljobs.apps.kruise.io]
   index: 3
 crr:
   name: containerrecreaterequest-controller
