@@ -12,7 +12,11 @@
 #
 # Ports: KRUISE_APISERVER_PORT / KRUISE_ETCD_PORT (and +1) / KRUISE_KCM_PORT /
 # KRUISE_SCHEDULER_PORT are the first version's (default 26443 22379 30257 30259, apart
-# from the default cluster's); each next version adds 10. E2E_THREADS as in make test (6).
+# from the default cluster's); each next version adds 10. The controllers' ports
+# (controllers.sh: KRUISE_CTL_ADMIN_PORT, KRUISE_CTL_WEBHOOK_PORT, default 28080 and 29443,
+# +100 per version) move too: the apiserver calls the node agent's authorizer on
+# imagepulljob-ctl's webhook port, and a default cluster's imagepulljob-ctl on 19455 (make
+# up) would answer with a certificate of another CA. E2E_THREADS as in make test (6).
 # Exit status: non-zero when any version failed a test (every version still runs).
 set -euo pipefail
 
@@ -25,6 +29,8 @@ api_base=${KRUISE_APISERVER_PORT:-26443}
 etcd_base=${KRUISE_ETCD_PORT:-22379}
 kcm_base=${KRUISE_KCM_PORT:-30257}
 scheduler_base=${KRUISE_SCHEDULER_PORT:-30259}
+ctl_admin_base=${KRUISE_CTL_ADMIN_PORT:-28080}
+ctl_webhook_base=${KRUISE_CTL_WEBHOOK_PORT:-29443}
 threads=${E2E_THREADS:-6}
 real_node_tests=(realnode:: imagepull::real_node)
 mkdir -p "$out"
@@ -57,6 +63,7 @@ for v in $versions; do
   export KRUISE_LOCAL_DIR=$states/$v
   export KRUISE_APISERVER_PORT=$((api_base + 10 * i)) KRUISE_ETCD_PORT=$((etcd_base + 10 * i))
   export KRUISE_KCM_PORT=$((kcm_base + 10 * i)) KRUISE_SCHEDULER_PORT=$((scheduler_base + 10 * i))
+  export KRUISE_CTL_ADMIN_PORT=$((ctl_admin_base + 100 * i)) KRUISE_CTL_WEBHOOK_PORT=$((ctl_webhook_base + 100 * i))
   export KUBECONFIG=$KRUISE_LOCAL_DIR/kubeconfig
   i=$((i + 1))
   txt=$out/$v.txt
