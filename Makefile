@@ -4,7 +4,7 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, bench, bench-compare, conformance, fuzz, chaos, images, krew, deploy; with the real node
+# e2e, test-versions, bench, bench-compare, conformance, fuzz, chaos, images, krew, deploy; with the real node
 # (root; make test adds it when run as root): up-real, e2e-real, deploy-local. Everything
 # lands under .local/ (kubeconfig, logs).
 
@@ -16,7 +16,7 @@ E2E_THREADS ?= 6
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
-.PHONY: chaos migration-test schema-parity
+.PHONY: chaos migration-test schema-parity test-versions
 .PHONY: krew
 
 help:
@@ -71,6 +71,10 @@ e2e: cluster ## end-to-end tests against the local cluster
 
 test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 	@tests/test.sh
+
+KRUISE_TEST_VERSIONS ?= 1.32 1.34
+test-versions: deps ## the kwok e2e suite on other Kubernetes versions, one cluster each, built and cached per version (not part of make test): [KRUISE_TEST_VERSIONS="1.32 1.34"]; results in target/versions/<version>.txt
+	@KRUISE_TEST_VERSIONS="$(KRUISE_TEST_VERSIONS)" tests/versions.sh
 
 bench: cluster ## benchmarks on the local cluster (not part of make test); results in target/bench/
 	cargo build --release --quiet --bins

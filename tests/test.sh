@@ -21,6 +21,9 @@ step() { echo "== $* ($((SECONDS - started))s, $(df -h --output=avail . | tail -
 # A fresh clone (CI) never reads cargo's incremental state again: several GB under
 # target/debug/incremental for nothing.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+# KRUISE_K8S_VERSION=1.32|1.34 runs it all on that Kubernetes version (default 1.33).
+# shellcheck source=cluster/k8s-version.sh
+. tests/cluster/k8s-version.sh
 
 real_node=${KRUISE_REAL_NODE:-}
 if [ -z "$real_node" ]; then
@@ -38,8 +41,8 @@ if [ "$real_node" = 1 ]; then
 fi
 
 {
-  tests/cluster/build.sh
-  if [ "$real_node" = 1 ]; then tests/cluster/build-node.sh; fi
+  "$k8s_dir/build.sh"
+  if [ "$real_node" = 1 ]; then "$k8s_dir/build-node.sh"; fi
   # The e2e tests' Prometheus (with kubernetes_sd, which Debian's lacks): ~2 min, cached.
   tests/cluster/build-prometheus.sh
   # Helm, for the chart's lint and install test (~1 min, cached).

@@ -11,7 +11,8 @@
 # Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers),
 # KRUISE_KCM_PORT, KRUISE_SCHEDULER_PORT; with KRUISE_LOCAL_DIR this runs a second, separate
 # cluster (make bench-compare does). KRUISE_APISERVER_ARGS: extra kube-apiserver flags
-# (space-separated), e.g. an audit policy.
+# (space-separated), e.g. an audit policy. KRUISE_K8S_VERSION=1.32|1.33|1.34 (default 1.33,
+# k8s-version.sh): the Kubernetes version of the binaries; give it to `bin` and `status` too.
 #
 # Authorization: Node, RBAC, then the node agent's authorizer (write_authz_config): the
 # reads of the agent's ServiceAccount that RBAC does not grant (its NodeImage, its node's
@@ -43,7 +44,9 @@ real_node=${KRUISE_REAL_NODE:-0}
 
 log() { echo "cluster: $*" >&2; }
 
-bin_dir() { "$here/build.sh"; }
+# shellcheck source=k8s-version.sh
+. "$here/k8s-version.sh"
+bin_dir() { "$k8s_dir/build.sh"; }
 
 pid_alive() { # name
   local f=$run/$1.pid

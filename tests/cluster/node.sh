@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real node `real-0` of the local cluster (opt-in: KRUISE_REAL_NODE=1 cluster.sh up,
-# or `make up-real`): a kubelet v1.33 (build-node.sh) on containerd + runc (Debian), Pod
-# networking with the CNI bridge plugin on a private /24, and a plain-http registry on
+# or `make up-real`): a kubelet v1.33 (build-node.sh; KRUISE_K8S_VERSION's version when set)
+# on containerd + runc (Debian), Pod networking with the CNI bridge plugin on a private /24,
+# and a plain-http registry on
 # 127.0.0.1 that the images come from, with a second one beside it (port + 1) that wants a
 # login (htpasswd), for pulls with a pull secret. Only Pods tolerating node.kruise.io/real=true:NoSchedule
 # land there; the kwok nodes stay the default.
@@ -26,6 +27,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=k8s-version.sh
+. "$here/k8s-version.sh"
 root=$(cd "$here/../.." && pwd)
 state=${KRUISE_LOCAL_DIR:-$root/.local}
 pki=$state/pki
@@ -500,8 +503,8 @@ up() {
   need_tools
   local started=$SECONDS ip kubelet
   ip=$(node_ip)
-  kubelet=$("$here/build-node.sh" | tail -n 1)/kubelet
-  kubectl=$("$here/build.sh" | tail -n 1)/kubectl
+  kubelet=$("$k8s_dir/build-node.sh" | tail -n 1)/kubelet
+  kubectl=$("$k8s_dir/build.sh" | tail -n 1)/kubectl
   mkdir -p "$node/run" "$logs" "$run"
   make_pki
   save_host_state

@@ -138,6 +138,44 @@ pub struct Runtime {
     pub admin_addr: SocketAddr,
 }
 
+/// The gates with those the API server cannot carry out turned off, each with a warning
+/// that says why and what to do. `InPlaceWorkloadVerticalScaling` resizes Pods through the
+/// `pods/resize` subresource, served from Kubernetes 1.33 (1.32 serves it only with the
+/// apiserver's alpha `InPlacePodVerticalScaling` feature gate): without it a resize would
+/// fail on every Pod, so a resource change recreates the Pod as with the gate off.
+/// When discovery cannot be read the gates stay as configured.
+async fn gates_the_server_supports(mut gates: FeatureGates, client: &Client) -> FeatureGates {
+    if !gates.enabled(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING) {
+        return gates;
+    }
+    match client.list_core_api_resources("v1").await {
+        Ok(list) if !serves_pod_resize(&list) => {
+            tracing::warn!(
+                gate = gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING,
+                "feature gate turned off: this API server does not serve the pods/resize \
+                 subresource (Kubernetes 1.33 or later serves it; 1.32 only with the \
+                 apiserver's --feature-gates=InPlacePodVerticalScaling=true), so resource \
+                 changes recreate Pods (docs/install.md, Supported Kubernetes versions)"
+            );
+            gates.set(gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING, false);
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            gate = gates::IN_PLACE_WORKLOAD_VERTICAL_SCALING,
+            error = %e,
+            "could not read the core API's resources to check for pods/resize; keeping the gate on"
+        ),
+    }
+    gates
+}
+
+/// Whether a core `v1` resource list has the `pods/resize` subresource.
+fn serves_pod_resize(
+    list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+) -> bool {
+    list.resources.iter().any(|r| r.name == "pods/resize")
+}
+
 impl Runtime {
     /// For `main`: settings from `KRUISE_*`, logging, a client from `KUBECONFIG` or the
     /// in-cluster config, the admin server, and SIGTERM/SIGINT handling.
@@ -189,10 +227,11 @@ impl Runtime {
             addr: settings.admin_addr,
             source,
         })?;
+        let gates = gates_the_server_supports(settings.gates(), &client).await;
         Ok(Runtime {
             name: identity.controller.to_string(),
             identity,
-            gates: settings.gates(),
+            gates,
             settings,
             client,
             lease_client,
@@ -402,5 +441,39 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serves_pod_resize;
+
+    fn core_resources(
+        names: &[&str],
+    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList {
+        serde_json::from_value(serde_json::json!({
+            "groupVersion": "v1",
+            "resources": names.iter().map(|n| serde_json::json!({
+                "name": n, "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"],
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pod_resize_is_served_when_discovery_lists_it() {
+        // Kubernetes 1.33+ (and 1.32 with InPlacePodVerticalScaling on the apiserver).
+        assert!(serves_pod_resize(&core_resources(&[
+            "pods",
+            "pods/status",
+            "pods/resize"
+        ])));
+        // 1.32 by default: pods and its other subresources, no resize.
+        assert!(!serves_pod_resize(&core_resources(&[
+            "pods",
+            "pods/status",
+            "pods/ephemeralcontainers"
+        ])));
+        assert!(!serves_pod_resize(&core_resources(&[])));
     }
 }

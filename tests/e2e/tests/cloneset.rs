@@ -1693,13 +1693,60 @@ fn cpu_requests(p: &Pod) -> (String, String) {
 /// resizes the Pods in place through `pods/resize` (same names and UIDs, no restart, the
 /// kubelet — kwok's pod-resize stage — reporting the new resources), and the rollout
 /// completes when they are reported; a change of the Pod's QoS class still recreates.
+/// On an apiserver without `pods/resize` (Kubernetes 1.32 without its alpha
+/// InPlacePodVerticalScaling gate; 1.33 and later always serve it) the controller turns the
+/// gate off at start, and the change recreates the Pods as without the gate
+/// (docs/in-place-vertical-scaling.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vertical_scaling_gate_resizes_pods_in_place() {
     let ns = TestNamespace::new("cs-vpa").await;
+    let client = kruise_e2e::client().await;
+    let version = client.apiserver_version().await.unwrap();
+    let minor: u32 = version.minor.trim_end_matches('+').parse().unwrap();
+    let resize_served = client
+        .list_core_api_resources("v1")
+        .await
+        .unwrap()
+        .resources
+        .iter()
+        .any(|r| r.name == "pods/resize");
+    assert!(
+        resize_served || (version.major == "1" && minor < 33),
+        "Kubernetes {}.{} serves pods/resize",
+        version.major,
+        version.minor
+    );
     let _ctl = controller_with_gates(&ns, "InPlaceWorkloadVerticalScaling=true").await;
     ns.apply_yaml(&resized_cloneset_yaml("vpa", "")).unwrap();
     let before = wait_ready_pods(&ns, "vpa", 2).await;
     let old_revision = label(&before[0], keys::CONTROLLER_REVISION_HASH);
+    if !resize_served {
+        set_cpu(&ns, "vpa", "150m", "300m").await;
+        let recreated = wait_for(
+            "both Pods recreated (no pods/resize)",
+            2 * MINUTE,
+            || async {
+                let pods = pods_of(&ns, "vpa").await;
+                let fresh = pods
+                    .iter()
+                    .filter(|p| {
+                        is_ready(p) && !uids(&before).contains(&(p.name_any(), p.uid().unwrap()))
+                    })
+                    .count();
+                if pods.len() == 2 && fresh == 2 {
+                    Ok(pods)
+                } else {
+                    Err(format!("{} pods, {fresh} new and ready", pods.len()))
+                }
+            },
+        )
+        .await;
+        for pod in &recreated {
+            assert_eq!(cpu_requests(pod).0, "150m", "{}", pod.name_any());
+            assert_ne!(label(pod, keys::CONTROLLER_REVISION_HASH), old_revision);
+        }
+        return;
+    }
 
     set_cpu(&ns, "vpa", "150m", "300m").await;
     wait_status(&ns, "vpa", "both resized and ready", |cs| {
