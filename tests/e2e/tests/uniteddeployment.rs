@@ -324,7 +324,20 @@ async fn deployment_subsets_over_two_zones_scale_roll_and_remove() {
         },
     )
     .await;
-    let live = wait_for("6 Pods", TIMEOUT, || scheduled(6)).await;
+    // The Deployments' status can say "updated" a moment before their last old Pod is
+    // gone (seen under load): wait for the Pods themselves.
+    let live = wait_for("6 Pods at nginx:1.27", TIMEOUT, || async {
+        let live = scheduled(6).await?;
+        if live.iter().all(|p| image_of(p) == "nginx:1.27") {
+            Ok(live)
+        } else {
+            Err(format!(
+                "{:?}",
+                live.iter().map(image_of).collect::<Vec<_>>()
+            ))
+        }
+    })
+    .await;
     assert!(live.iter().all(|p| image_of(p) == "nginx:1.27"));
 
     // Removing a subset deletes its Deployment; the other takes all the replicas.
