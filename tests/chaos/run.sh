@@ -382,6 +382,13 @@ cloneset_done() { # namespace name n
     and $s.updatedReplicas == $n and $s.updatedReadyReplicas == $n' >/dev/null
 }
 
+# The SidecarSet's status describes its generation and N Pods, all updated and ready.
+sidecarset_done() { # name n
+  kc get sidecarset "$1" -o json 2>/dev/null | jq -e --argjson n "$2" '
+    .status as $s | ($s.observedGeneration // 0) == .metadata.generation
+    and $s.matchedPods == $n and $s.updatedPods == $n and $s.readyPods == $n and $s.updatedReadyPods == $n' >/dev/null
+}
+
 uids() { # namespace selector -> sorted "name uid"
   kc -n "$1" get pods -l "$2" -o json | jq -r '.items[] | "\(.metadata.name) \(.metadata.uid)"' | sort
 }
@@ -545,12 +552,7 @@ EOF
   kc -n $ns create deployment app --image=nginx:alpine --replicas="$n" -o json --dry-run=client |
     jq '.spec.template.metadata.labels.app = "chaos-sidecar" | .spec.selector.matchLabels.app = "chaos-sidecar"' |
     kc -n $ns create -f - >/dev/null
-  sidecarset_done() { # n image
-    kc get sidecarset chaos-sidecar -o json | jq -e --argjson n "$1" '
-      .status as $s | ($s.observedGeneration // 0) == .metadata.generation
-      and $s.matchedPods == $n and $s.updatedPods == $n and $s.readyPods == $n and $s.updatedReadyPods == $n' >/dev/null
-  }
-  wait_for "$n Pods injected and ready" $((300 + n)) sidecarset_done "$n" || true
+  wait_for "$n Pods injected and ready" $((300 + n)) sidecarset_done chaos-sidecar "$n" || true
   t1=$(since "$t0")
   local before after
   before=$(uids $ns app=chaos-sidecar)
@@ -558,7 +560,7 @@ EOF
   t0=$(now)
   kc patch sidecarset chaos-sidecar --type=json \
     -p '[{"op":"replace","path":"/spec/containers/0/image","value":"busybox:1.37"}]' >/dev/null
-  wait_for "$n sidecars upgraded" $((600 + n)) sidecarset_done "$n" || true
+  wait_for "$n sidecars upgraded" $((600 + n)) sidecarset_done chaos-sidecar "$n" || true
   t2=$(since "$t0")
   stop_killer leader-sidecarset
   sleep 2
@@ -580,7 +582,7 @@ EOF
   check "$n Pod creations in the audit log ($(created_ok $ns))" eq "$(created_ok $ns)" "$n"
   check "0 Pods deleted ($(deleted $ns))" eq "$(deleted $ns)" 0
   check "0 recreated: the same $n UIDs before and after the upgrade" eq "$before" "$after"
-  check "status exact: matched, updated, ready, updatedReady = $n, observedGeneration current" sidecarset_done "$n"
+  check "status exact: matched, updated, ready, updatedReady = $n, observedGeneration current" sidecarset_done chaos-sidecar "$n"
   check "no panic in any controller log ($(panics))" eq "$(panics)" 0
   figure pods "$n"
   figure kills "$kills"
@@ -976,13 +978,8 @@ EOF
     jq '.spec.template.metadata.labels.app = "chaos-upgrade-sidecar" | .spec.selector.matchLabels.app = "chaos-upgrade-sidecar"' |
     kc -n $ns create -f - >/dev/null
   cloneset_json app "$n" nginx:alpine | kc -n $ns create -f - >/dev/null
-  upgrade_sidecarset_done() { # n
-    kc get sidecarset chaos-upgrade -o json | jq -e --argjson n "$1" '
-      .status as $s | ($s.observedGeneration // 0) == .metadata.generation
-      and $s.matchedPods == $n and $s.updatedPods == $n and $s.readyPods == $n and $s.updatedReadyPods == $n' >/dev/null
-  }
   wait_for "$n CloneSet Pods ready (previous version)" $((300 + n)) cloneset_done $ns app "$n" || true
-  wait_for "$m Pods injected and ready (previous version)" $((300 + m)) upgrade_sidecarset_done "$m" || true
+  wait_for "$m Pods injected and ready (previous version)" $((300 + m)) sidecarset_done chaos-upgrade "$m" || true
   local before_cs before_sc
   before_cs=$(uids $ns app=app)
   before_sc=$(uids $ns app=chaos-upgrade-sidecar)
@@ -1013,7 +1010,7 @@ EOF
     done
   done
   wait_for "$n Pods updated in place (current version)" $((600 + n)) cloneset_done $ns app "$n" || true
-  wait_for "$m sidecars upgraded (current version)" $((600 + m)) upgrade_sidecarset_done "$m" || true
+  wait_for "$m sidecars upgraded (current version)" $((600 + m)) sidecarset_done chaos-upgrade "$m" || true
   local took quiet_from quiet_writes
   took=$(since "$t0")
   quiet_from=$(($(stat -c %s "$audit") + 1))
@@ -1039,7 +1036,7 @@ EOF
   check "CloneSet: all $n at the update revision ($at_rev), running nginx:1.27 ($images)" eq "$at_rev $images" "$n $n"
   check "CloneSet: 2 ControllerRevisions, none of the new version's own ($revisions)" eq "$revisions" 2
   check "CloneSet: 0 recreated: the same $n names and UIDs before and after" eq "$before_cs" "$after_cs"
-  check "SidecarSet: status exact (matched, updated, ready, updatedReady = $m)" upgrade_sidecarset_done "$m"
+  check "SidecarSet: status exact (matched, updated, ready, updatedReady = $m)" sidecarset_done chaos-upgrade "$m"
   check "SidecarSet: every sidecar at busybox:1.37, spec and status ($upgraded)" eq "$upgraded" "$m"
   check "SidecarSet: 0 recreated: the same $m UIDs before and after" eq "$before_sc" "$after_sc"
   # The Deployment's Pods have generated names, which the audit log at Metadata level does
