@@ -57,7 +57,8 @@ pub async fn reconcile(job: Arc<BroadcastJob>, ctx: Arc<Context>) -> Result<Acti
     if let Some(next) = outcome.status
         && Some(&next) != job.status.as_ref()
     {
-        kruise_runtime::apply_status(&api, job, &next, CONTROLLER_NAME).await?;
+        let written = kruise_runtime::apply_status(&api, job, &next, CONTROLLER_NAME).await?;
+        ctx.writer.status_written(&written, now);
     }
     let held = executed?.requeue_after();
     Ok(kruise_workload::min_duration(requeue, held)

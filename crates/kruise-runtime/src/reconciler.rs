@@ -310,12 +310,14 @@ pub fn controller_ref<K: Resource<DynamicType = ()>>(
 
 /// Writes `status` of `obj` through `api` (its namespace's, or the cluster's) with
 /// server-side apply as `field_manager` (forced: the status belongs to its controller).
+/// Returns the object as written (its new resourceVersion is what a controller that must
+/// not plan on an older copy waits for).
 pub async fn apply_status<K, S>(
     api: &Api<K>,
     obj: &K,
     status: &S,
     field_manager: &str,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize,
@@ -330,8 +332,7 @@ where
         &PatchParams::apply(field_manager).force(),
         &Patch::Apply(patch),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 #[cfg(test)]

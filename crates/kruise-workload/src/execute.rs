@@ -63,6 +63,8 @@ pub struct Writer {
     pub control: PodControl,
     pub pods: Expectations,
     pub pvcs: Expectations,
+    /// Status writes of the owners themselves ([`Writer::status_written`]).
+    pub statuses: Expectations,
     /// Whether in-place updates ask the Pod's PodUnavailableBudget first (`None`: never).
     budget: Option<kruise_pub::Options>,
 }
@@ -73,6 +75,7 @@ impl Writer {
             control,
             pods: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
             pvcs: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
+            statuses: Expectations::new(crate::expectations::DEFAULT_TIMEOUT),
             budget: None,
         }
     }
@@ -180,13 +183,27 @@ impl Writer {
             return Some(Next::await_change());
         }
         let namespace = meta.namespace.as_deref().unwrap_or_default();
-        (!self.caught_up(uid, namespace, pods, pvcs, now)).then(|| Next::requeue(EXPECTATION_POLL))
+        let status_seen = status_seen(&self.statuses, owner, now);
+        if !status_seen {
+            tracing::debug!("waiting for the cache to show our last status write");
+        }
+        (!status_seen || !self.caught_up(uid, namespace, pods, pvcs, now))
+            .then(|| Next::requeue(EXPECTATION_POLL))
+    }
+
+    /// The owner's status was just written as `written`: until a copy at least that new
+    /// reaches the reconcile, [`Writer::hold_off`] holds it off. For a status that carries
+    /// what the Pods can no longer show (a BroadcastJob counts the Pods it deleted as
+    /// failed): a plan on the stale copy would write the count again from what is left.
+    pub fn status_written<K: Resource>(&self, written: &K, now: jiff::Timestamp) {
+        expect_status(&self.statuses, written, now);
     }
 
     /// The owner is gone: nothing it expected matters any more.
     pub fn forget(&self, owner_uid: &str) {
         self.pods.forget(owner_uid);
         self.pvcs.forget(owner_uid);
+        self.statuses.forget(owner_uid);
     }
 
     /// Carries out a plan: its warnings as Warning events on the owner, then its first
@@ -566,9 +583,37 @@ fn only_labels_and_annotations(patch: &serde_json::Value) -> bool {
             .is_some_and(|m| m.keys().all(|k| k == "labels" || k == "annotations"))
 }
 
+/// Records `written` (an owner as its status write returned it) in `statuses`.
+fn expect_status<K: Resource>(statuses: &Expectations, written: &K, now: jiff::Timestamp) {
+    let meta = written.meta();
+    let (Some(uid), Some(name), Some(resource_version)) =
+        (&meta.uid, &meta.name, &meta.resource_version)
+    else {
+        return;
+    };
+    statuses.expect(
+        uid,
+        Expected::Updated {
+            name: name.clone(),
+            resource_version: resource_version.clone(),
+        },
+        now,
+    );
+}
+
+/// Whether `owner`, as this reconcile got it, is at least as new as its last status
+/// write recorded in `statuses` (or that write timed out).
+fn status_seen<K: Resource>(statuses: &Expectations, owner: &K, now: jiff::Timestamp) -> bool {
+    let uid = owner.meta().uid.as_deref().unwrap_or_default();
+    statuses
+        .pending(uid, now, |_| Observed::of(Some(owner)))
+        .is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
     use kruise_api::appspub::LifecycleState;
     use serde_json::Value;
 
@@ -623,5 +668,38 @@ mod tests {
             (writes.pod_patch, writes.status_patch),
             (None, Some(ready_condition()))
         );
+    }
+
+    fn owner_at(resource_version: &str) -> ConfigMap {
+        let mut owner = ConfigMap::default();
+        owner.metadata.name = Some("job".into());
+        owner.metadata.uid = Some("uid-1".into());
+        owner.metadata.resource_version = Some(resource_version.into());
+        owner
+    }
+
+    #[test]
+    fn an_owner_older_than_its_last_status_write_is_held_off_until_a_newer_copy_arrives() {
+        let statuses = Expectations::new(Duration::from_secs(60));
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        assert!(status_seen(&statuses, &owner_at("10"), now));
+        expect_status(&statuses, &owner_at("12"), now);
+        assert!(!status_seen(&statuses, &owner_at("10"), now));
+        assert!(!status_seen(&statuses, &owner_at("11"), now));
+        assert!(status_seen(&statuses, &owner_at("12"), now));
+        // Seen once, the expectation is gone: an older copy no longer waits.
+        assert!(status_seen(&statuses, &owner_at("10"), now));
+        // A newer copy (someone else wrote after us) satisfies it too.
+        expect_status(&statuses, &owner_at("20"), now);
+        assert!(status_seen(&statuses, &owner_at("25"), now));
+    }
+
+    #[test]
+    fn a_status_write_the_cache_never_shows_stops_holding_after_the_timeout() {
+        let statuses = Expectations::new(Duration::from_secs(60));
+        let now = jiff::Timestamp::UNIX_EPOCH;
+        expect_status(&statuses, &owner_at("12"), now);
+        let later = now + jiff::SignedDuration::from_secs(61);
+        assert!(status_seen(&statuses, &owner_at("10"), later));
     }
 }
