@@ -79,7 +79,9 @@ pub fn guarded_json_patch(pod: &Pod, merge: &Value) -> Option<Patch> {
 
 /// Operations for one string map (`labels`, `annotations`): a key that exists is tested
 /// and then replaced or removed; a new key is added (nothing to test); removing an
-/// absent key is nothing. A map the Pod does not have yet cannot be guarded key by key.
+/// absent key is nothing. A map the Pod does not have yet (an Advanced DaemonSet's Pods
+/// have no annotations until their first in-place update) is tested to be still absent
+/// and added whole.
 fn map_ops(
     field: &str,
     current: Option<&BTreeMap<String, String>>,
@@ -88,7 +90,9 @@ fn map_ops(
     if changes.is_empty() {
         return Some(Vec::new());
     }
-    let current = current?;
+    let Some(current) = current else {
+        return absent_map_ops(field, changes);
+    };
     let mut ops = Vec::new();
     for (key, value) in changes {
         let path = ["metadata", field, key.as_str()];
@@ -107,6 +111,32 @@ fn map_ops(
         }
     }
     Some(ops)
+}
+
+/// `changes` to a map the Pod does not have: `test` that it is still absent, then `add`
+/// the set keys as the whole map (removals of keys of an absent map are nothing).
+/// The apiserver's JSON Patch (github.com/evanphx/json-patch, as Kubernetes vendors it)
+/// passes a `test` of `null` at a member that does not exist, as RFC 6902 leaves open;
+/// a map added meanwhile fails it.
+fn absent_map_ops(field: &str, changes: &Map<String, Value>) -> Option<Vec<PatchOperation>> {
+    let mut set = Map::new();
+    for (key, value) in changes {
+        match value {
+            Value::String(_) => {
+                set.insert(key.clone(), value.clone());
+            }
+            Value::Null => {}
+            _ => return None,
+        }
+    }
+    if set.is_empty() {
+        return Some(Vec::new());
+    }
+    let path = ["metadata", field];
+    Some(vec![
+        test(&path, Value::Null),
+        add(&path, Value::Object(set)),
+    ])
 }
 
 fn pointer<S: AsRef<str>>(tokens: &[S]) -> PointerBuf {
@@ -219,11 +249,40 @@ mod tests {
         }
         let mut bare = pod();
         bare.metadata.annotations = None;
-        let adds_annotation =
-            json!({"metadata": {"resourceVersion": "7", "annotations": {"a": "b"}}});
-        assert!(guarded_json_patch(&bare, &adds_annotation).is_none());
+        let adds_a_number = json!({"metadata": {"resourceVersion": "7", "annotations": {"a": 1}}});
+        assert!(guarded_json_patch(&bare, &adds_a_number).is_none());
         bare.metadata.uid = None;
         let guard_only = json!({"metadata": {"resourceVersion": "7"}});
         assert!(guarded_json_patch(&bare, &guard_only).is_none());
+    }
+
+    #[test]
+    fn a_map_the_pod_lacks_is_tested_absent_and_added_whole() {
+        let mut bare = pod();
+        bare.metadata.annotations = None;
+        let merge = json!({"metadata": {"resourceVersion": "7",
+            "annotations": {"a": "b", "gone": null, "c~/d": "e"}}});
+        let patch = guarded_json_patch(&bare, &merge).unwrap();
+        let ops = serde_json::to_value(&patch).unwrap();
+        assert_eq!(
+            ops,
+            json!([
+                {"op": "test", "path": "/metadata/uid", "value": "u1"},
+                {"op": "test", "path": "/metadata/annotations", "value": null},
+                {"op": "add", "path": "/metadata/annotations", "value": {"a": "b", "c~/d": "e"}},
+            ])
+        );
+        // Only removals of an absent map: nothing to write but the UID test.
+        let removes = json!({"metadata": {"resourceVersion": "7", "annotations": {"gone": null}}});
+        let patch = guarded_json_patch(&bare, &removes).unwrap();
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([{"op": "test", "path": "/metadata/uid", "value": "u1"}])
+        );
+        // The map appeared meanwhile: the test of `null` fails.
+        let mut now = serde_json::to_value(pod()).unwrap();
+        now["metadata"]["annotations"] = json!({"x": "y"});
+        let patch = guarded_json_patch(&bare, &merge).unwrap();
+        assert!(apply(&now, &patch).is_err());
     }
 }
