@@ -22,9 +22,15 @@
 //!
 //! Only that container restarts; the Pod keeps its UID, IP and other containers. Outside
 //! an in-place update nothing is stopped (a label changed by hand does not restart
-//! anything, as upstream). Not done: `plainHash` (the kubelet's container hash, which the
-//! kubelet does not publish) is left 0; preStop hooks are not run before the stop (the
-//! kubelet's own restarts of a stopped container do not run them either).
+//! anything, as upstream). preStop hooks are not run before the stop (the kubelet's own
+//! restarts of a stopped container do not run them either).
+//!
+//! Each entry also carries `hashes.plainHash`: the kubelet's hash of the container spec it
+//! created the container from (its `io.kubernetes.container.hash` annotation on the
+//! container, read from the CRI's `ListContainers` once per container ID). Workload
+//! controllers count an in-place update done when every running container carries the
+//! hash of the Pod's current spec ([`kruise_inplace::containerhash`]), which also covers an
+//! image that resolves to the image ID the container already ran.
 //!
 //! The watch is node-scoped (field selector `spec.nodeName=<node>`) and, with
 //! `KRUISE_WATCH_NAMESPACE`, namespace-scoped too (tests running side by side).
@@ -117,12 +123,28 @@ pub fn recorded(pod: &Pod) -> Option<RuntimeContainerMetaSet> {
     serde_json::from_str(raw).ok()
 }
 
-fn recorded_hash(recorded: Option<&RuntimeContainerMetaSet>, container_id: &str) -> u64 {
+fn recorded_entry<'a>(
+    recorded: Option<&'a RuntimeContainerMetaSet>,
+    container_id: &str,
+) -> Option<&'a RuntimeContainerMeta> {
     recorded
         .into_iter()
         .flat_map(|r| r.containers.iter())
         .find(|m| m.container_id == container_id)
-        .map_or(0, |m| m.hashes.extracted_env_from_metadata_hash)
+}
+
+fn recorded_hash(recorded: Option<&RuntimeContainerMetaSet>, container_id: &str) -> u64 {
+    recorded_entry(recorded, container_id).map_or(0, |m| m.hashes.extracted_env_from_metadata_hash)
+}
+
+/// Whether a container of the Pod (with an ID) has no `plainHash` recorded yet: the
+/// runtime is asked for the kubelet's hashes only then.
+pub fn needs_kubelet_hashes(pod: &Pod, recorded: Option<&RuntimeContainerMetaSet>) -> bool {
+    statuses(pod).iter().any(|s| {
+        s.container_id.as_deref().is_some_and(|id| {
+            !id.is_empty() && recorded_entry(recorded, id).is_none_or(|m| m.hashes.plain_hash == 0)
+        })
+    })
 }
 
 /// Running containers (name, container ID) whose env must be read from inside them: they
@@ -157,11 +179,14 @@ pub struct MetaPlan {
 
 /// The set to record and the containers to stop. `read`: container ID → hash of the env
 /// read from inside it (a container missing from it could not be read: its hash stays
-/// unknown, 0, and it is not stopped).
+/// unknown, 0, and it is not stopped). `kubelet_hashes`: runtime container ID (without
+/// the `containerd://` scheme) → the kubelet's hash of its spec, for containers whose
+/// `plainHash` is not recorded yet (missing: 0, looked up again next time).
 pub fn plan(
     pod: &Pod,
     recorded: Option<&RuntimeContainerMetaSet>,
     read: &BTreeMap<String, u64>,
+    kubelet_hashes: &BTreeMap<String, u64>,
 ) -> MetaPlan {
     let updating = is_updating_in_place(pod);
     let mut set = RuntimeContainerMetaSet::default();
@@ -198,6 +223,10 @@ pub fn plan(
             container_id: id.to_string(),
             restart_count: status.restart_count,
             hashes: RuntimeContainerHashes {
+                plain_hash: match recorded_entry(recorded, id).map(|m| m.hashes.plain_hash) {
+                    Some(plain) if plain != 0 => plain,
+                    _ => kubelet_hashes.get(runtime_id(id)).copied().unwrap_or(0),
+                },
                 extracted_env_from_metadata_hash: hash,
                 ..Default::default()
             },
@@ -311,7 +340,19 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
             }
         }
     }
-    let plan = plan(&pod, recorded.as_ref(), &read);
+    let kubelet_hashes = if needs_kubelet_hashes(&pod, recorded.as_ref()) {
+        let uid = pod.uid().unwrap_or_default();
+        match ctx.cri.kubelet_hashes(&uid).await {
+            Ok(hashes) => hashes,
+            Err(e) => {
+                tracing::warn!(pod = %pod.name_any(), error = %e, "cannot list the Pod's containers; plainHash left unknown");
+                BTreeMap::new()
+            }
+        }
+    } else {
+        BTreeMap::new()
+    };
+    let plan = plan(&pod, recorded.as_ref(), &read, &kubelet_hashes);
     if recorded.as_ref() != Some(&plan.set) {
         record(&ctx, &pod, &plan.set).await?;
     }
@@ -457,6 +498,54 @@ mod tests {
     }
 
     #[test]
+    fn the_kubelets_hash_is_recorded_once_per_container_id() {
+        let p = pod(
+            "v1",
+            false,
+            json!([
+                running("app", "containerd://a1", 0),
+                running("side", "containerd://s1", 0)
+            ]),
+        );
+        assert!(needs_kubelet_hashes(&p, None));
+        // The runtime knows only `a1` yet: `side` stays 0 and is asked for again.
+        let hashes = BTreeMap::from([("a1".to_string(), 0x6cf1_8e95)]);
+        let first = plan(&p, None, &BTreeMap::new(), &hashes).set;
+        let plain: Vec<u64> = first
+            .containers
+            .iter()
+            .map(|m| m.hashes.plain_hash)
+            .collect();
+        assert_eq!(plain, vec![0x6cf1_8e95, 0]);
+        assert!(needs_kubelet_hashes(&p, Some(&first)));
+        let hashes = BTreeMap::from([("s1".to_string(), 7)]);
+        let second = plan(&p, Some(&first), &BTreeMap::new(), &hashes).set;
+        let plain: Vec<u64> = second
+            .containers
+            .iter()
+            .map(|m| m.hashes.plain_hash)
+            .collect();
+        assert_eq!(plain, vec![0x6cf1_8e95, 7], "a recorded hash is kept");
+        assert!(!needs_kubelet_hashes(&p, Some(&second)));
+        // A restarted container (new ID) is looked up again.
+        let restarted = pod(
+            "v1",
+            false,
+            json!([
+                running("app", "containerd://a2", 1),
+                running("side", "containerd://s1", 0)
+            ]),
+        );
+        assert!(needs_kubelet_hashes(&restarted, Some(&second)));
+        // Upstream's field name.
+        let json = serde_json::to_value(&second).unwrap();
+        assert_eq!(
+            json["containers"][0]["hashes"]["plainHash"],
+            0x6cf1_8e95_u64
+        );
+    }
+
+    #[test]
     fn a_new_container_is_read_once_and_recorded() {
         let p = pod(
             "v1",
@@ -473,7 +562,7 @@ mod tests {
             vec![("app".to_string(), "containerd://a1".to_string())]
         );
         let read = BTreeMap::from([("containerd://a1".to_string(), env_hash("v1"))]);
-        let plan = plan(&p, None, &read);
+        let plan = plan(&p, None, &read, &BTreeMap::new());
         assert!(plan.stop.is_empty());
         assert_eq!(plan.set.containers.len(), 2);
         assert_eq!(
@@ -491,7 +580,7 @@ mod tests {
         // Recorded: nothing more to read, the same set again.
         assert!(to_read(&p, Some(&plan.set)).is_empty());
         assert_eq!(
-            super::plan(&p, Some(&plan.set), &BTreeMap::new()).set,
+            super::plan(&p, Some(&plan.set), &BTreeMap::new(), &BTreeMap::new()).set,
             plan.set
         );
         // Upstream's JSON field names.
@@ -513,6 +602,7 @@ mod tests {
             &pod("v1", false, statuses.clone()),
             None,
             &BTreeMap::from([("containerd://a1".to_string(), env_hash("v1"))]),
+            &BTreeMap::new(),
         )
         .set;
         // The label changed by hand: nothing stops.
@@ -520,13 +610,19 @@ mod tests {
             plan(
                 &pod("v2", false, statuses.clone()),
                 Some(&before),
+                &BTreeMap::new(),
                 &BTreeMap::new()
             )
             .stop
             .is_empty()
         );
         // The label changed by an in-place update: `app` stops, `side` does not.
-        let p = plan(&pod("v2", true, statuses), Some(&before), &BTreeMap::new());
+        let p = plan(
+            &pod("v2", true, statuses),
+            Some(&before),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert_eq!(
             p.stop,
             vec![Stop {
@@ -551,6 +647,7 @@ mod tests {
             &after,
             Some(&before),
             &BTreeMap::from([("containerd://a2".to_string(), env_hash("v2"))]),
+            &BTreeMap::new(),
         );
         assert!(p.stop.is_empty());
         assert_eq!(p.set.containers[0].restart_count, 1);
@@ -564,7 +661,7 @@ mod tests {
     fn unread_or_not_running_containers_are_never_stopped() {
         let p = pod("v2", true, json!([running("app", "containerd://a1", 0)]));
         // The env could not be read: unknown hash, no stop.
-        let plan_unread = plan(&p, None, &BTreeMap::new());
+        let plan_unread = plan(&p, None, &BTreeMap::new(), &BTreeMap::new());
         assert!(plan_unread.stop.is_empty());
         assert_eq!(
             plan_unread.set.containers[0]
@@ -589,7 +686,7 @@ mod tests {
             }],
         };
         assert!(
-            plan(&exited, Some(&recorded), &BTreeMap::new())
+            plan(&exited, Some(&recorded), &BTreeMap::new(), &BTreeMap::new())
                 .stop
                 .is_empty()
         );
@@ -612,8 +709,8 @@ mod tests {
         #[test]
         fn stopped_exactly_when_started_with_another_value(started in "v[0-3]", now in "v[0-3]", updating: bool) {
             let statuses = json!([running("app", "containerd://a1", 0)]);
-            let before = plan(&pod(&started, false, statuses.clone()), None, &BTreeMap::from([("containerd://a1".to_string(), env_hash(&started))])).set;
-            let p = plan(&pod(&now, updating, statuses), Some(&before), &BTreeMap::new());
+            let before = plan(&pod(&started, false, statuses.clone()), None, &BTreeMap::from([("containerd://a1".to_string(), env_hash(&started))]), &BTreeMap::new()).set;
+            let p = plan(&pod(&now, updating, statuses), Some(&before), &BTreeMap::new(), &BTreeMap::new());
             prop_assert_eq!(!p.stop.is_empty(), updating && started != now);
         }
     }

@@ -3,6 +3,7 @@
 //! `Version`; for ContainerRecreateRequests `ListContainers`, `ContainerStatus`, `ExecSync` and
 //! `StopContainer`). The agent never creates or starts containers.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -169,6 +170,8 @@ pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 /// The container annotation the kubelet sets to the container's restart count.
 pub const RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+/// The kubelet's hash of the container spec, on every container it creates.
+pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
 
 /// A container's state as the runtime reports it (`ContainerStatus`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,19 +221,7 @@ impl Cri {
     /// `ListContainers` filtered by label `io.kubernetes.pod.uid=<uid>`, then
     /// `ContainerStatus` of each: every container (every attempt) of the Pod.
     pub async fn pod_containers(&self, pod_uid: &str) -> Result<Vec<RuntimeContainer>, Error> {
-        let request = v1::ListContainersRequest {
-            filter: Some(v1::ContainerFilter {
-                label_selector: [(POD_UID_LABEL.to_string(), pod_uid.to_string())].into(),
-                ..Default::default()
-            }),
-        };
-        let listed = self
-            .runtime
-            .clone()
-            .list_containers(request)
-            .await?
-            .into_inner()
-            .containers;
+        let listed = self.list_pod_containers(pod_uid).await?;
         let mut out = Vec::with_capacity(listed.len());
         for c in listed {
             let status = self
@@ -271,6 +262,40 @@ impl Cri {
             });
         }
         Ok(out)
+    }
+
+    /// `ListContainers` filtered by label `io.kubernetes.pod.uid=<uid>`.
+    async fn list_pod_containers(&self, pod_uid: &str) -> Result<Vec<v1::Container>, Error> {
+        let request = v1::ListContainersRequest {
+            filter: Some(v1::ContainerFilter {
+                label_selector: [(POD_UID_LABEL.to_string(), pod_uid.to_string())].into(),
+                ..Default::default()
+            }),
+        };
+        Ok(self
+            .runtime
+            .clone()
+            .list_containers(request)
+            .await?
+            .into_inner()
+            .containers)
+    }
+
+    /// `ListContainers` of the Pod (label `io.kubernetes.pod.uid=<uid>`): runtime container
+    /// ID → the kubelet's hash of the spec it created the container from (annotation
+    /// `io.kubernetes.container.hash`, hexadecimal; containers without it are left out).
+    pub async fn kubelet_hashes(&self, pod_uid: &str) -> Result<BTreeMap<String, u64>, Error> {
+        let listed = self.list_pod_containers(pod_uid).await?;
+        Ok(listed
+            .into_iter()
+            .filter_map(|c| {
+                let hash = c
+                    .annotations
+                    .get(CONTAINER_HASH_ANNOTATION)
+                    .and_then(|h| kruise_inplace::containerhash::parse_kubelet_hash(h))?;
+                Some((c.id, hash))
+            })
+            .collect())
     }
 
     /// `ExecSync(id, cmd)` bounded by `timeout_seconds` (0: the runtime's default).

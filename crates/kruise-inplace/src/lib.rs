@@ -16,6 +16,7 @@
 //!
 //! Writes per Pod for a plain image update: 3 (condition False, spec patch, condition True).
 
+pub mod containerhash;
 mod diff;
 pub mod envhash;
 pub mod resources;

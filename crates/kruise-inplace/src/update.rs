@@ -453,6 +453,9 @@ pub fn is_update_completed(pod: &Pod) -> bool {
     if state.update_resources && !crate::resources::resized(pod) {
         return false;
     }
+    if runtime_meta_reports_spec(pod) {
+        return true;
+    }
     let spec_images: BTreeMap<&str, &str> = pod
         .spec
         .iter()
@@ -484,6 +487,31 @@ pub fn is_update_completed(pod: &Pod) -> bool {
 /// [`crate::envhash::expected_hash`]. A hash recorded for the container from before the
 /// restart, or for an older container ID, does not count.
 fn runtime_meta_reports_env(pod: &Pod, only: Option<&[String]>) -> bool {
+    runtime_meta_shows_every(pod, only, |c, m| {
+        m.hashes.extracted_env_from_metadata_hash == crate::envhash::expected_hash(c, &pod.metadata)
+    })
+}
+
+/// The node agent's runtime meta shows every container of the spec running with the
+/// kubelet's hash of its current name and image
+/// ([`crate::containerhash::kubelet_container_hash`]): the kubelet has started each
+/// container from the spec as it is now, whatever image ID that resolved to.
+fn runtime_meta_reports_spec(pod: &Pod) -> bool {
+    runtime_meta_shows_every(pod, None, |c, m| {
+        m.hashes.plain_hash != 0
+            && c.image.as_deref().is_some_and(|image| {
+                m.hashes.plain_hash == crate::containerhash::kubelet_container_hash(&c.name, image)
+            })
+    })
+}
+
+/// Whether the runtime meta has, for every container of the spec (of `only`, when
+/// given), an entry for the container ID the kubelet reports running it that `holds`.
+fn runtime_meta_shows_every(
+    pod: &Pod,
+    only: Option<&[String]>,
+    holds: impl Fn(&kruise_api::pod::Container, &kruise_api::appspub::RuntimeContainerMeta) -> bool,
+) -> bool {
     let Some(raw) = pod
         .metadata
         .annotations
@@ -510,10 +538,7 @@ fn runtime_meta_reports_env(pod: &Pod, only: Option<&[String]>) -> bool {
                 .and_then(|cs| cs.iter().find(|s| s.name == c.name))
                 .and_then(|s| s.container_id.as_deref());
             meta.containers.iter().any(|m| {
-                m.name == c.name
-                    && running_id.is_some_and(|id| id == m.container_id)
-                    && m.hashes.extracted_env_from_metadata_hash
-                        == crate::envhash::expected_hash(c, &pod.metadata)
+                m.name == c.name && running_id.is_some_and(|id| id == m.container_id) && holds(c, m)
             })
         })
 }
@@ -1110,6 +1135,73 @@ mod tests {
         // The running container started with the new value: done.
         set_meta(&mut p, "containerd://new", "v2");
         assert!(is_update_completed(&p));
+    }
+
+    #[test]
+    fn an_image_that_resolves_to_the_same_image_id_completes_by_the_kubelets_hash() {
+        use kruise_api::appspub::{RuntimeContainerHashes, RuntimeContainerMeta};
+        // Updated from `app:v1` to `app:v2`, a tag of the same image: the kubelet reports
+        // the first tag it knows and the same imageID, so images cannot tell.
+        let mut p = pod(&[("app", "app:v2")]);
+        let status = &mut p
+            .status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()[0];
+        status.image = "app:v1".into();
+        status.image_id = "app@sha256:1".into();
+        status.container_id = Some("containerd://new".into());
+        let state: InPlaceUpdateState = serde_json::from_value(json!({
+            "revision": "r2", "updateTimestamp": "2023-11-14T22:13:20Z",
+            "lastContainerStatuses": {"app": {"imageID": "app@sha256:1"}},
+            "updateImages": true,
+        }))
+        .unwrap();
+        let with_meta = |id: &str, image: &str| {
+            let mut p = p.clone();
+            let meta = RuntimeContainerMetaSet {
+                containers: vec![RuntimeContainerMeta {
+                    name: "app".into(),
+                    container_id: id.into(),
+                    restart_count: 1,
+                    hashes: RuntimeContainerHashes {
+                        plain_hash: crate::containerhash::kubelet_container_hash("app", image),
+                        ..Default::default()
+                    },
+                }],
+            };
+            p.metadata.annotations = Some(
+                [
+                    (
+                        keys::INPLACE_UPDATE_STATE.to_string(),
+                        serde_json::to_string(&state).unwrap(),
+                    ),
+                    (
+                        keys::RUNTIME_CONTAINERS_META.to_string(),
+                        serde_json::to_string(&meta).unwrap(),
+                    ),
+                ]
+                .into(),
+            );
+            p
+        };
+        // The agent still shows the old container: not done.
+        assert!(!is_update_completed(&with_meta(
+            "containerd://new",
+            "app:v1"
+        )));
+        // The new spec's hash, but for a container the kubelet no longer runs: not done.
+        assert!(!is_update_completed(&with_meta(
+            "containerd://old",
+            "app:v2"
+        )));
+        // The running container was created from the new spec: done.
+        assert!(is_update_completed(&with_meta(
+            "containerd://new",
+            "app:v2"
+        )));
     }
 
     /// A Pod of two containers by launch priority, `first` above `second`: `env_reader`'s
