@@ -37,7 +37,8 @@
 # BENCH_INPLACE=0 (leave the in-place phase out: at 10 000 Pods it is most of an hour a side;
 # peak RSS is then that of the scale-up),
 # BENCH_CTL_BIN (default target/release/cloneset-ctl; the static one of `make images` works),
-# BENCH_PORT_BASE=36000 (apiserver +443, etcd +379/+380, controller-manager +257,
+# BENCH_PORT_BASE=17000 (below the ephemeral port range, where a client socket can take a
+# port: 36380 once was; apiserver +443, etcd +379/+380, controller-manager +257,
 # scheduler +259, our admin +80 and webhook +81, upstream's metrics +90, probes +91,
 # webhook +92).
 set -euo pipefail
@@ -49,7 +50,7 @@ only=${BENCH_ONLY:-}
 inplace_phase=${BENCH_INPLACE:-1}
 out=$root/target/bench
 state=$out/cluster
-base=${BENCH_PORT_BASE:-36000}
+base=${BENCH_PORT_BASE:-17000}
 qps=30
 burst=50
 workers=3
