@@ -45,6 +45,7 @@ pub async fn reconcile(job: Arc<BroadcastJob>, ctx: Arc<Context>) -> Result<Acti
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
+        ctx.writer.forget(&uid);
         return Ok(Action::await_change());
     }
     let owner = job.object_ref(&());
