@@ -4,7 +4,7 @@
 #
 # For each version of KRUISE_TEST_VERSIONS (default "1.32 1.37", the lowest and highest
 # supported; docs/install.md "Supported Kubernetes versions"): build that version's control
-# plane (tests/cluster/k8s-<v>/, cached per version: ~15-20 min of 2 cores the first time),
+# plane (tests/cluster/k8s-<v>/, cached per version: ~15-25 min of 2 cores the first time),
 # start its cluster (state in .local/versions/<v>, no real node), run the e2e suite exactly
 # as tests/test.sh's e2e step does (everything but conversion:: and the real node's tests,
 # then conversion:: alone), write the counts to target/versions/<v>.txt (the full output
