@@ -72,8 +72,8 @@ e2e: cluster ## end-to-end tests against the local cluster
 test: deps ## lint + unit + e2e; the cluster binaries build meanwhile
 	@tests/test.sh
 
-KRUISE_TEST_VERSIONS ?= 1.32 1.34
-test-versions: deps ## the kwok e2e suite on other Kubernetes versions, one cluster each, built and cached per version (not part of make test): [KRUISE_TEST_VERSIONS="1.32 1.34"]; results in target/versions/<version>.txt
+KRUISE_TEST_VERSIONS ?= 1.32 1.37
+test-versions: deps ## the kwok e2e suite on other Kubernetes versions, one cluster each, built and cached per version (not part of make test): [KRUISE_TEST_VERSIONS="1.32 1.37"]; results in target/versions/<version>.txt
 	@KRUISE_TEST_VERSIONS="$(KRUISE_TEST_VERSIONS)" tests/versions.sh
 
 bench: cluster ## benchmarks on the local cluster (not part of make test); results in target/bench/

@@ -21,7 +21,7 @@ step() { echo "== $* ($((SECONDS - started))s, $(df -h --output=avail . | tail -
 # A fresh clone (CI) never reads cargo's incremental state again: several GB under
 # target/debug/incremental for nothing.
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
-# KRUISE_K8S_VERSION=1.32|1.34 runs it all on that Kubernetes version (default 1.33).
+# KRUISE_K8S_VERSION=1.32|1.34|1.37 runs it all on that Kubernetes version (default 1.33).
 # shellcheck source=cluster/k8s-version.sh
 . tests/cluster/k8s-version.sh
 

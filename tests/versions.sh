@@ -2,9 +2,9 @@
 # `make test-versions`: the kwok e2e suite on other Kubernetes versions than `make test`'s
 # 1.33, one at a time, each on a cluster of its own (not part of make test).
 #
-# For each version of KRUISE_TEST_VERSIONS (default "1.32 1.34", the lowest and highest
+# For each version of KRUISE_TEST_VERSIONS (default "1.32 1.37", the lowest and highest
 # supported; docs/install.md "Supported Kubernetes versions"): build that version's control
-# plane (tests/cluster/k8s-<v>/, cached per version: ~15-20 min of 2 cores the first time),
+# plane (tests/cluster/k8s-<v>/, cached per version: ~15-25 min of 2 cores the first time),
 # start its cluster (state in .local/versions/<v>, no real node), run the e2e suite exactly
 # as tests/test.sh's e2e step does (everything but conversion:: and the real node's tests,
 # then conversion:: alone), write the counts to target/versions/<v>.txt (the full output
@@ -22,7 +22,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-versions=${KRUISE_TEST_VERSIONS:-1.32 1.34}
+versions=${KRUISE_TEST_VERSIONS:-1.32 1.37}
 out=$root/target/versions
 states=${KRUISE_VERSIONS_DIR:-$root/.local/versions}
 api_base=${KRUISE_APISERVER_PORT:-26443}

@@ -11,7 +11,7 @@
 # Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers),
 # KRUISE_KCM_PORT, KRUISE_SCHEDULER_PORT; with KRUISE_LOCAL_DIR this runs a second, separate
 # cluster (make bench-compare does). KRUISE_APISERVER_ARGS: extra kube-apiserver flags
-# (space-separated), e.g. an audit policy. KRUISE_K8S_VERSION=1.32|1.33|1.34 (default 1.33,
+# (space-separated), e.g. an audit policy. KRUISE_K8S_VERSION=1.32|1.33|1.34|1.37 (default 1.33,
 # k8s-version.sh): the Kubernetes version of the binaries; give it to `bin` and `status` too.
 #
 # Authorization: Node, RBAC, then the node agent's authorizer (write_authz_config): the
@@ -321,6 +321,18 @@ up() {
   fi
   local apiserver_extra=()
   read -r -a apiserver_extra <<<"${KRUISE_APISERVER_ARGS:-}"
+  # What differs from 1.37 on. The apiserver: no reconciler of the `kubernetes` Service's
+  # endpoints, which would name the advertise address, 127.0.0.1; 1.37 refuses to start
+  # so ("cannot use public IP 127.0.0.1 with endpoint reconciler": Endpoints and
+  # EndpointSlices may not name a loopback address). The Service itself is still made,
+  # and nothing here goes through its endpoints (no kube-proxy; node.sh DNATs its
+  # ClusterIP to the apiserver). The controller manager: the cloud controllers are gone
+  # from it, and --controllers refuses names it does not know.
+  local apiserver_version=() kcm_controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller'
+  if [ "$k8s_minor" -ge 37 ]; then
+    apiserver_version=(--endpoint-reconciler-type none)
+    kcm_controllers='*,-nodeipam'
+  fi
   local started=$SECONDS
 
   # A fresh store every start: tests and demos begin from a clean cluster.
@@ -344,7 +356,7 @@ up() {
     --allow-privileged=true --enable-priority-and-fairness=false \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --event-ttl 30m --profiling=false --v=1 ${apiserver_real_node[@]+"${apiserver_real_node[@]}"} \
-    ${apiserver_extra[@]+"${apiserver_extra[@]}"}
+    ${apiserver_version[@]+"${apiserver_version[@]}"} ${apiserver_extra[@]+"${apiserver_extra[@]}"}
   wait_for "kube-apiserver" 90 kc get --raw=/readyz
   [ "$real_node" = 1 ] && touch "$run/real-node"
 
@@ -357,7 +369,7 @@ up() {
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$kcm_port" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false \
-    --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
+    --controllers "$kcm_controllers" \
     --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 --profiling=false --v=1
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \

@@ -316,12 +316,16 @@ async fn expose_makes_a_service_whose_endpoints_are_the_clonesets_pods() {
         err.contains("doesn't have a resource type \"configmap\" that kubectl kruise can expose"),
         "{err}"
     );
+    // The Pod is never scheduled: from Kubernetes 1.35 on (PodTopologyLabelsAdmission, on
+    // by default) binding copies the Node's topology.kubernetes.io labels onto the Pod,
+    // and the kwok nodes have a zone.
     ns.apply(
         r#"apiVersion: v1
 kind: Pod
 metadata:
   name: lonely
 spec:
+  schedulerName: no-such-scheduler
   containers:
   - name: main
     image: busybox
