@@ -480,6 +480,11 @@ mod tests {
                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}})
     }
 
+    /// Both containers of [`pod`] running, with these container IDs.
+    fn app_and_side(app: &str, side: &str) -> serde_json::Value {
+        json!([running("app", app, 0), running("side", side, 0)])
+    }
+
     fn env_hash(value: &str) -> u64 {
         let p = pod(value, false, json!([]));
         envhash::expected_hash(&p.spec.unwrap().containers[0], &p.metadata)
@@ -502,10 +507,7 @@ mod tests {
         let p = pod(
             "v1",
             false,
-            json!([
-                running("app", "containerd://a1", 0),
-                running("side", "containerd://s1", 0)
-            ]),
+            app_and_side("containerd://a1", "containerd://s1"),
         );
         assert!(needs_kubelet_hashes(&p, None));
         // The runtime knows only `a1` yet: `side` stays 0 and is asked for again.
@@ -531,10 +533,7 @@ mod tests {
         let restarted = pod(
             "v1",
             false,
-            json!([
-                running("app", "containerd://a2", 1),
-                running("side", "containerd://s1", 0)
-            ]),
+            app_and_side("containerd://a2", "containerd://s1"),
         );
         assert!(needs_kubelet_hashes(&restarted, Some(&second)));
         // Upstream's field name.
@@ -550,10 +549,7 @@ mod tests {
         let p = pod(
             "v1",
             false,
-            json!([
-                running("app", "containerd://a1", 0),
-                running("side", "containerd://s1", 0)
-            ]),
+            app_and_side("containerd://a1", "containerd://s1"),
         );
         assert!(is_relevant(&p));
         // Only the container that reads metadata needs its env read.

@@ -720,6 +720,15 @@ mod tests {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
     }
 
+    fn statuses_mut(p: &mut Pod) -> &mut Vec<ContainerStatus> {
+        p.status
+            .as_mut()
+            .unwrap()
+            .container_statuses
+            .as_mut()
+            .unwrap()
+    }
+
     fn pod(images: &[(&str, &str)]) -> Pod {
         let mut p = Pod::default();
         p.metadata.name = Some("p".into());
@@ -1043,13 +1052,7 @@ mod tests {
             t(0),
         );
         apply(&mut p, &w);
-        let cs = &mut p
-            .status
-            .as_mut()
-            .unwrap()
-            .container_statuses
-            .as_mut()
-            .unwrap()[0];
+        let cs = &mut statuses_mut(&mut p)[0];
         cs.image = "repo/app:v2".into(); // same imageID as before
         assert!(is_update_completed(&p));
         assert_eq!(normalize_image("nginx"), "nginx:latest");
@@ -1080,13 +1083,7 @@ mod tests {
             serde_json::from_value(json!([{"name": "V", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['version']"}}}]))
                 .unwrap(),
         );
-        p.status
-            .as_mut()
-            .unwrap()
-            .container_statuses
-            .as_mut()
-            .unwrap()[0]
-            .container_id = Some("containerd://new".into());
+        statuses_mut(&mut p)[0].container_id = Some("containerd://new".into());
         let state: InPlaceUpdateState = serde_json::from_value(json!({
             "revision": "r2", "updateTimestamp": "2023-11-14T22:13:20Z",
             "lastContainerStatuses": {"app": {"imageID": ""}},
@@ -1143,13 +1140,7 @@ mod tests {
         // Updated from `app:v1` to `app:v2`, a tag of the same image: the kubelet reports
         // the first tag it knows and the same imageID, so images cannot tell.
         let mut p = pod(&[("app", "app:v2")]);
-        let status = &mut p
-            .status
-            .as_mut()
-            .unwrap()
-            .container_statuses
-            .as_mut()
-            .unwrap()[0];
+        let status = &mut statuses_mut(&mut p)[0];
         status.image = "app:v1".into();
         status.image_id = "app@sha256:1".into();
         status.container_id = Some("containerd://new".into());
