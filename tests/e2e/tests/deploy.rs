@@ -3831,6 +3831,11 @@ spec:
             .ok_or_else(|| "no state yet".to_string())
     })
     .await;
+    // The injection webhook reads the PPS from the controller's cache, which shows the
+    // state the controller just wrote a moment after the API does (as upstream's informer
+    // does): a Pod created within that moment is admitted without it (failurePolicy
+    // Ignore). Seen once on a machine at load 12; a user deletes a Pod later than that.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let pods = ns.api::<Pod>();
     let old = pods.get("web-0").await.unwrap().metadata.uid;
     pods.delete("web-0", &Default::default()).await.unwrap();
