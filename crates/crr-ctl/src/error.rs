@@ -9,17 +9,10 @@ pub enum Error {
 }
 
 impl kruise_runtime::ReconcileError for Error {
-    fn metric_label(&self) -> &'static str {
+    fn label(&self) -> &'static str {
         match self {
-            Error::Kube(e) => kruise_runtime::reconciler::kube_error_label(e),
+            Error::Kube(_) => "kube",
             Error::Json(_) => "json",
-        }
-    }
-
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            Error::Json(_) => None,
         }
     }
 }

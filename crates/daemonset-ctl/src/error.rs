@@ -15,21 +15,12 @@ pub enum Error {
 }
 
 impl kruise_runtime::ReconcileError for Error {
-    fn metric_label(&self) -> &'static str {
-        match self.kube_error() {
-            Some(e) => kruise_runtime::reconciler::kube_error_label(e),
-            None => match self {
-                Error::MissingObjectKey(_) => "missing_key",
-                Error::Json(_) => "json",
-                _ => "revision",
-            },
-        }
-    }
-
-    fn kube_error(&self) -> Option<&kube::Error> {
+    fn label(&self) -> &'static str {
         match self {
-            Error::Kube(e) | Error::Revision(RevisionError::Kube(e)) => Some(e),
-            _ => None,
+            Error::Kube(_) => "kube",
+            Error::MissingObjectKey(_) => "missing_key",
+            Error::Json(_) => "json",
+            Error::Revision(_) => "revision",
         }
     }
 }

@@ -80,11 +80,32 @@ impl<T> Watched for T where
 }
 
 /// What the shared loop needs to know of a controller's error type (one enum per crate).
+///
+/// A crate's enum names only what is its own: [`ReconcileError::label`] for its variants that
+/// are not API errors. The API error underneath any variant is found through the error's
+/// `source()` chain (thiserror's `#[from]` and `#[source]` fill it), and labelled alike in
+/// every controller ([`kube_error_label`]).
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
-    /// A short, bounded label for the `result` of `kruise_reconcile_total`.
-    fn metric_label(&self) -> &'static str;
-    /// The API error underneath, if any (to recognise a terminating namespace).
+    /// A short, bounded label for an error that has no API error underneath.
+    fn label(&self) -> &'static str;
+
+    /// The `result` label of `kruise_reconcile_total`: the API error's kind when there is
+    /// one underneath, else [`ReconcileError::label`].
+    fn metric_label(&self) -> &'static str {
+        self.kube_error()
+            .map_or_else(|| self.label(), kube_error_label)
+    }
+
+    /// The API error underneath, if any (to recognise a terminating namespace): the first
+    /// `kube::Error` in the `source()` chain.
     fn kube_error(&self) -> Option<&kube::Error> {
+        let mut cause = self.source();
+        while let Some(error) = cause {
+            if let Some(kube) = error.downcast_ref::<kube::Error>() {
+                return Some(kube);
+            }
+            cause = error.source();
+        }
         None
     }
 }
@@ -343,16 +364,49 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     #[derive(Debug, thiserror::Error)]
-    #[error("boom")]
-    struct Boom(Option<kube::Error>);
+    enum Boom {
+        #[error("boom")]
+        Own,
+        #[error("api: {0}")]
+        Api(#[from] kube::Error),
+        #[error("revision: {0}")]
+        Nested(#[source] Nested),
+    }
+
+    /// An error of another crate with an API error inside (as `RevisionError::Kube`).
+    #[derive(Debug, thiserror::Error)]
+    #[error("nested: {0}")]
+    struct Nested(#[source] kube::Error);
 
     impl ReconcileError for Boom {
-        fn metric_label(&self) -> &'static str {
-            "boom"
+        fn label(&self) -> &'static str {
+            match self {
+                Boom::Own => "boom",
+                Boom::Api(_) | Boom::Nested(_) => "unreachable",
+            }
         }
-        fn kube_error(&self) -> Option<&kube::Error> {
-            self.0.as_ref()
-        }
+    }
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("m", reason).with_code(code),
+        ))
+    }
+
+    #[test]
+    fn the_api_error_is_found_at_any_depth_of_the_source_chain() {
+        assert!(Boom::Own.kube_error().is_none());
+        assert_eq!(Boom::Own.metric_label(), "boom");
+        let direct = Boom::Api(api_error(409, "Conflict"));
+        assert!(matches!(direct.kube_error(), Some(kube::Error::Api(s)) if s.code == 409));
+        assert_eq!(direct.metric_label(), "conflict");
+        let nested = Boom::Nested(Nested(api_error(404, "NotFound")));
+        assert!(matches!(nested.kube_error(), Some(kube::Error::Api(s)) if s.code == 404));
+        assert_eq!(nested.metric_label(), "not_found");
+        assert_eq!(
+            Boom::Api(api_error(500, "InternalError")).metric_label(),
+            "kube"
+        );
     }
 
     fn pod(owners: Vec<OwnerReference>) -> Pod {
@@ -405,7 +459,7 @@ mod tests {
             .run(&p, async { Ok(Action::requeue(Duration::from_secs(3))) })
             .await;
         assert_eq!(soon.expect("ok"), Action::requeue(Duration::from_secs(3)));
-        let failed: Result<Action, Boom> = r.run(&p, async { Err(Boom(None)) }).await;
+        let failed: Result<Action, Boom> = r.run(&p, async { Err(Boom::Own) }).await;
         let err = failed.expect_err("fails");
         assert_eq!(metrics.reconciles.with_label_values(&["c", "ok"]).get(), 2);
         assert_eq!(
@@ -446,7 +500,7 @@ mod tests {
             "Forbidden",
         )
         .with_code(403);
-        let err = Boom(Some(kube::Error::Api(Box::new(status))));
+        let err = Boom::Api(kube::Error::Api(Box::new(status)));
         assert_eq!(r.error_policy(&pod(vec![]), &err), Action::await_change());
     }
 }

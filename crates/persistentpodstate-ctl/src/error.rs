@@ -11,18 +11,11 @@ pub enum Error {
 }
 
 impl kruise_runtime::ReconcileError for Error {
-    fn metric_label(&self) -> &'static str {
+    fn label(&self) -> &'static str {
         match self {
-            Error::Kube(e) => kruise_runtime::reconciler::kube_error_label(e),
+            Error::Kube(_) => "kube",
             Error::MissingObjectKey(_) => "missing_key",
             Error::Json(_) => "json",
-        }
-    }
-
-    fn kube_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Kube(e) => Some(e),
-            Error::MissingObjectKey(_) | Error::Json(_) => None,
         }
     }
 }
