@@ -13,6 +13,7 @@ pub mod gates;
 pub mod instruments;
 pub mod leader;
 pub mod list_watch;
+pub mod meta;
 pub mod metrics;
 pub mod reconciler;
 pub mod settings;

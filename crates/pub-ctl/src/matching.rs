@@ -15,19 +15,7 @@ pub struct WorkloadRef {
     pub name: String,
 }
 
-/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``); `None` when it does
-/// not parse (empty parts, more than one `/`).
-pub fn group_of(api_version: &str) -> Option<&str> {
-    match api_version.split_once('/') {
-        None if !api_version.is_empty() => Some(""),
-        Some((group, version))
-            if !group.is_empty() && !version.is_empty() && !version.contains('/') =>
-        {
-            Some(group)
-        }
-        _ => None,
-    }
-}
+pub use kruise_runtime::meta::parse_group as group_of;
 
 impl WorkloadRef {
     pub fn new(api_version: &str, kind: &str, name: &str) -> Option<Self> {

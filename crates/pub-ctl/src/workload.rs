@@ -8,7 +8,6 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_runtime::Cache;
 use kube::Client;
 use kube::api::Api;
@@ -159,6 +158,4 @@ pub async fn pod_owner(
     WorkloadRef::new(&owner.api_version, &owner.kind, &owner.name)
 }
 
-pub fn controller_of(owners: Option<&[OwnerReference]>) -> Option<&OwnerReference> {
-    owners?.iter().find(|o| o.controller == Some(true))
-}
+pub use kruise_runtime::meta::controller_of;

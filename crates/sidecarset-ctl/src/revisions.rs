@@ -14,7 +14,7 @@ use kruise_api::apps_v1alpha1::{SidecarSet, SidecarSetSpec};
 use kruise_api::keys;
 use kruise_runtime::api_error::{is_conflict, is_not_found};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
@@ -170,15 +170,12 @@ fn new_revision(
     collision_count: i32,
 ) -> ControllerRevision {
     let owner = OwnerReference {
-        api_version: SidecarSet::api_version(&()).into(),
-        kind: SidecarSet::kind(&()).into(),
-        name: ss.name_any(),
-        uid: ss.uid().unwrap_or_default(),
         controller: Some(true),
         // Nothing waits on revisions in a foreground deletion; leaving this unset spares
         // the controller the `sidecarsets/finalizers` permission that
         // OwnerReferencesPermissionEnforcement would demand.
         block_owner_deletion: None,
+        ..kruise_runtime::meta::owner_reference(ss)
     };
     let mut labels: BTreeMap<String, String> = ss.labels().clone();
     labels.insert(keys::SIDECARSET_NAME_LABEL.into(), ss.name_any());

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_api::apps_v1alpha1::WorkloadSpread;
 use kruise_api::keys;
 use kube::api::Api;
@@ -307,9 +307,7 @@ pub fn latest_version(ctx: &Context, deployment_uid: &str) -> Option<String> {
         .map(|(_, hash)| hash)
 }
 
-pub fn controller_of(owners: Option<&[OwnerReference]>) -> Option<&OwnerReference> {
-    owners?.iter().find(|o| o.controller == Some(true))
-}
+pub use kruise_runtime::meta::controller_of;
 
 /// The objects a Pod belongs to, nearest first, as (apiVersion, kind, name): its
 /// controller owner and, for a ReplicaSet, the ReplicaSet's controller owner (read from

@@ -14,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::core::v1::Pod as NewPod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kruise_api::apps_v1alpha1::{
     BroadcastJob, BroadcastJobPhase, BroadcastJobStatus, CompletionPolicyType, FailurePolicyType,
     JobCondition, JobConditionType,
@@ -403,14 +403,7 @@ pub fn new_pod(job: &BroadcastJob, node: &str, suffix: &str) -> NewPod {
             labels: Some(labels),
             annotations: meta.annotations,
             finalizers: meta.finalizers,
-            owner_references: Some(vec![OwnerReference {
-                api_version: BroadcastJob::api_version(&()).into_owned(),
-                kind: BroadcastJob::kind(&()).into_owned(),
-                name,
-                uid: job.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![kruise_runtime::meta::controller_owner_reference(job)]),
             ..Default::default()
         },
         spec: Some(spec),

@@ -15,7 +15,6 @@ use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
 use kruise_api::pod::Pod;
 use kruise_workload::revision;
-use kube::Resource;
 
 use super::{Action, World, label};
 
@@ -25,17 +24,7 @@ pub fn owner_reference(world: &World) -> OwnerReference {
 }
 
 pub fn owner_reference_of(cs: &kruise_api::apps_v1alpha1::CloneSet) -> OwnerReference {
-    // Built from the metadata rather than `controller_owner_ref` (None without a uid):
-    // a CloneSet from the apiserver always has one, and if it ever had not, the write
-    // carrying this reference is refused by the apiserver (an error, not a panic).
-    OwnerReference {
-        api_version: kruise_api::apps_v1alpha1::CloneSet::api_version(&()).into_owned(),
-        kind: kruise_api::apps_v1alpha1::CloneSet::kind(&()).into_owned(),
-        name: cs.metadata.name.clone().unwrap_or_default(),
-        uid: cs.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    kruise_runtime::meta::controller_owner_reference(cs)
 }
 
 /// `<pvc template>-<cloneset>-<id>`.

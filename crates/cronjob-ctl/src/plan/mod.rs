@@ -372,11 +372,7 @@ pub fn new_child(cron: &AdvancedCronJob, kind: TemplateKind, scheduled: Timestam
         annotations: Some(annotations),
         owner_references: Some(vec![OwnerReference {
             api_version: OWNER_API_VERSION.into(),
-            kind: AdvancedCronJob::kind(&()).into_owned(),
-            name: cron.name_any(),
-            uid: cron.uid().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
+            ..kruise_runtime::meta::controller_owner_reference(cron)
         }]),
         ..Default::default()
     };

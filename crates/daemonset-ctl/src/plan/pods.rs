@@ -8,21 +8,13 @@ use kruise_api::apps_v1alpha1::{DaemonSet, RollingUpdateType};
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
 use kruise_workload::revision;
-use kube::Resource;
 
 use super::World;
 use super::nodes::{bind_to_node, with_daemon_tolerations};
 
 /// The controller reference a daemon Pod carries.
 pub fn controller_reference(ds: &DaemonSet) -> OwnerReference {
-    OwnerReference {
-        api_version: DaemonSet::api_version(&()).into_owned(),
-        kind: DaemonSet::kind(&()).into_owned(),
-        name: ds.metadata.name.clone().unwrap_or_default(),
-        uid: ds.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    kruise_runtime::meta::controller_owner_reference(ds)
 }
 
 /// The Pod for `node` at the current revision: the template, `generateName:

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kruise_api::apps_v1alpha1::{
     FailedImageStatus, ImageListPullJob, ImageListPullJobStatus, ImagePullJob,
     ImagePullJobCompletionPolicyType, ImagePullJobSpec, ImagePullJobTemplate,
@@ -53,14 +53,7 @@ pub fn child(list: &ImageListPullJob, image: &str, hash: &str) -> ImagePullJob {
                 TEMPLATE_HASH_LABEL.to_string(),
                 hash.to_string(),
             )])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: ImageListPullJob::api_version(&()).into(),
-                kind: ImageListPullJob::kind(&()).into(),
-                name: list.name_any(),
-                uid: list.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
+            owner_references: Some(vec![kruise_runtime::meta::controller_owner_reference(list)]),
             ..Default::default()
         },
         spec: ImagePullJobSpec {

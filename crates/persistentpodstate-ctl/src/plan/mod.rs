@@ -29,13 +29,7 @@ pub const KRUISE_GROUP: &str = "apps.kruise.io";
 /// The only kind a PPS may target.
 pub const STATEFULSET_KIND: &str = "StatefulSet";
 
-/// The group of an `apiVersion` (`apps.kruise.io/v1beta1` → `apps.kruise.io`, `v1` → ``).
-pub fn group_of(api_version: &str) -> &str {
-    match api_version.split_once('/') {
-        Some((group, _)) => group,
-        None => "",
-    }
-}
+pub use kruise_runtime::meta::group_of;
 
 /// Which StatefulSet a target reference names, if it names one at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

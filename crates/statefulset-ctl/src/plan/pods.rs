@@ -13,8 +13,8 @@ use kruise_api::apps_v1beta1::{PersistentVolumeClaimRetentionPolicyType, Statefu
 use kruise_api::appspub::LifecycleState;
 use kruise_api::keys;
 use kruise_api::pod::Pod;
+use kruise_runtime::meta;
 use kruise_workload::revision;
-use kube::Resource;
 use serde_json::{Value, json};
 
 use super::{Action, Options, World, pod_name, pod_name_for};
@@ -26,22 +26,12 @@ pub fn claim_name(template: &str, set: &str, ordinal: i32) -> String {
 
 /// The controller reference a Pod of the set carries.
 pub fn controller_reference(sts: &StatefulSet) -> OwnerReference {
-    OwnerReference {
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-        ..set_reference(sts)
-    }
+    meta::controller_owner_reference(sts)
 }
 
 /// A plain (non-controller) reference to the set, as the retention policy puts on PVCs.
 fn set_reference(sts: &StatefulSet) -> OwnerReference {
-    OwnerReference {
-        api_version: StatefulSet::api_version(&()).into_owned(),
-        kind: StatefulSet::kind(&()).into_owned(),
-        name: sts.metadata.name.clone().unwrap_or_default(),
-        uid: sts.metadata.uid.clone().unwrap_or_default(),
-        ..Default::default()
-    }
+    meta::owner_reference(sts)
 }
 
 fn pod_reference(pod: &Pod) -> OwnerReference {

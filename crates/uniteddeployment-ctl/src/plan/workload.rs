@@ -214,14 +214,7 @@ pub struct Build<'a> {
 
 /// The UD as its workloads' controller owner.
 pub fn owner_reference(ud: &UnitedDeployment) -> OwnerReference {
-    OwnerReference {
-        api_version: "apps.kruise.io/v1alpha1".into(),
-        kind: "UnitedDeployment".into(),
-        name: ud.metadata.name.clone().unwrap_or_default(),
-        uid: ud.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
+    kruise_runtime::meta::controller_owner_reference(ud)
 }
 
 /// The whole workload object of a subset (generateName, labels, annotations, owner,

@@ -29,7 +29,7 @@ pub struct Gvk {
 impl Gvk {
     /// `group`/`kind` of an `apiVersion` and kind name.
     pub fn matches(&self, api_version: &str, kind: &str) -> bool {
-        self.kind == kind && self.group == super::target::group_of(api_version)
+        self.kind == kind && self.group == kruise_runtime::meta::group_of(api_version)
     }
 }
 

@@ -27,10 +27,7 @@ pub enum TargetKind {
     Custom,
 }
 
-/// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
-pub fn group_of(api_version: &str) -> &str {
-    api_version.split_once('/').map_or("", |(group, _)| group)
-}
+pub use kruise_runtime::meta::group_of;
 
 impl TargetKind {
     /// The kind of `api_version`/`kind`, if a WorkloadSpread may target it.
