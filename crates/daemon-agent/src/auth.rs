@@ -10,7 +10,12 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 
-use crate::cri::Credentials;
+/// Credentials for one `PullImage`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
 
 /// The registry an image without a registry part comes from.
 pub const DOCKER_HUB: &str = "docker.io";

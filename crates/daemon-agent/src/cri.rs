@@ -10,10 +10,11 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::auth::Credentials;
 use crate::error::Error;
 
 /// The generated CRI v1 messages and clients (`k8s.io/cri-api/pkg/apis/runtime/v1`).
-#[allow(clippy::all, clippy::pedantic, missing_docs)]
+#[allow(clippy::all, clippy::pedantic, missing_docs, rustdoc::all)]
 pub mod v1 {
     tonic::include_proto!("runtime.v1");
 }
@@ -54,13 +55,6 @@ pub struct RuntimeImage {
     pub id: String,
     pub repo_tags: Vec<String>,
     pub repo_digests: Vec<String>,
-}
-
-/// Credentials for one `PullImage`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Credentials {
-    pub username: String,
-    pub password: String,
 }
 
 /// A connected CRI client (image and runtime service on the same socket).

@@ -18,7 +18,8 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
 
 use crate::auth;
-use crate::cri::{Credentials, Cri};
+use crate::auth::Credentials;
+use crate::cri::Cri;
 use crate::metrics::AgentMetrics;
 use crate::plan::{self, PullTask, TagKey};
 

@@ -16,22 +16,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{UnitedDeployment, UnitedDeploymentSubsetCondition};
 use kruise_api::keys;
 use kruise_ordering::predicates;
 
 use super::Observed;
+use super::condition::set;
+pub use super::condition::{REASON_RECOVER, REASON_RESCHEDULE};
 use super::reserve::{ReservedLabel, SubsetReservation};
 
 /// Default `rescheduleCriticalSeconds`.
 pub const DEFAULT_RESCHEDULE_CRITICAL_SECONDS: i32 = 30;
 /// Default `unschedulableDuration`.
 pub const DEFAULT_UNSCHEDULABLE_SECONDS: i32 = 300;
-/// Reason of the False condition (OpenKruise's wording).
-pub const REASON_RESCHEDULE: &str = "reschedule";
-/// Reason of the True condition after an unschedulable period.
-pub const REASON_RECOVER: &str = "recover";
 
 /// What the Adaptive strategy decided this round.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -51,27 +48,6 @@ pub struct Schedulability {
 
 fn seconds(value: Option<i32>, default: i32) -> SignedDuration {
     SignedDuration::from_secs(i64::from(value.unwrap_or(default).max(0)))
-}
-
-/// `condition` moved to `status`/`reason`; its transition time changes only when one of
-/// them does (as OpenKruise's `SetCondition`).
-pub(super) fn set(
-    condition: Option<UnitedDeploymentSubsetCondition>,
-    status: &str,
-    reason: &str,
-    message: impl Into<String>,
-    now: Timestamp,
-) -> UnitedDeploymentSubsetCondition {
-    match condition {
-        Some(c) if c.status == status && c.reason == reason => c,
-        _ => UnitedDeploymentSubsetCondition {
-            type_: keys::SUBSET_CONDITION_SCHEDULABLE.to_string(),
-            status: status.to_string(),
-            last_transition_time: Some(Time(now)),
-            reason: reason.to_string(),
-            message: message.into(),
-        },
-    }
 }
 
 /// The subsets' schedulability for an Adaptive UD (empty for any other strategy).
@@ -180,7 +156,7 @@ pub fn schedulability(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::PodCondition;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use kruise_api::apps_v1alpha1::UnitedDeploymentSubsetStatus;
     use serde_json::json;
 

@@ -5,6 +5,7 @@
 
 pub mod adaptive;
 pub mod allocation;
+mod condition;
 pub mod reserve;
 pub mod status;
 pub mod workload;

@@ -29,7 +29,7 @@ use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_api::keys;
 use kruise_ordering::predicates;
 
-use super::adaptive::{REASON_RESCHEDULE, set};
+use super::condition::{REASON_RESCHEDULE, set};
 use super::{Observed, Schedulability};
 
 /// Reason of the `Schedulable=False` condition a subset added to a UD that already had
