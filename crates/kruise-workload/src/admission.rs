@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use kruise_api::appspub::UpdatePriorityStrategy;
-use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
+use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, not_supported, required};
 
 /// The errors of an update `priorityStrategy` found at `path` (e.g.
 /// `spec.updateStrategy.priorityStrategy`): weight and order terms are exclusive,
@@ -138,6 +138,37 @@ pub fn job_template_errors(
                 errors.push(required(format!("{path}.spec.containers[{i}].{field}"), ""));
             }
         }
+    }
+    errors
+}
+
+/// The rules a long-running workload (CloneSet, Advanced StatefulSet, Advanced DaemonSet)
+/// adds to its Pod template (JSON, at `spec.template`): `restartPolicy` empty or `Always`, and
+/// no `activeDeadlineSeconds` (`kind` words the refusal as each upstream webhook does, e.g.
+/// "activeDeadlineSeconds in cloneset is not Supported": openkruise/kruise v1.9.0
+/// pkg/webhook/cloneset/validating/cloneset_validation.go, statefulset and daemonset alike).
+pub fn long_running_template_errors(template: &serde_json::Value, kind: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(policy) = template
+        .pointer("/spec/restartPolicy")
+        .and_then(serde_json::Value::as_str)
+        && !policy.is_empty()
+        && policy != "Always"
+    {
+        errors.push(not_supported(
+            "spec.template.spec.restartPolicy",
+            serde_json::Value::from(policy).to_string(),
+            "supported values: \"Always\"",
+        ));
+    }
+    if template
+        .pointer("/spec/activeDeadlineSeconds")
+        .is_some_and(|v| !v.is_null())
+    {
+        errors.push(forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            format!("activeDeadlineSeconds in {kind} is not Supported"),
+        ));
     }
     errors
 }

@@ -15,10 +15,9 @@
 //! `reinvocationPolicy: IfNeeded` covers any other webhook that adds a container after us: the
 //! apiserver calls us again and the barriers are recomputed (the injection is idempotent).
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 use kruise_api::keys;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::{
     AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, deny_invalid, dynamic,
     json_objects, json_patch,
@@ -104,12 +103,7 @@ pub fn match_condition() -> MatchCondition {
 }
 
 /// The one mutating configuration, named and scoped for the instance.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     use kruise_runtime::webhook::config::{mutating_configuration, mutating_webhook, rule};
     let mut hook = mutating_webhook(
         WEBHOOK_NAME,

@@ -16,13 +16,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhook, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhook;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kruise_api::keys;
 use kruise_runtime::api_error;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{
     WEBHOOK_SCOPE_LABEL, rule, validating_configuration, validating_webhook,
 };
@@ -256,12 +255,7 @@ pub fn object_selector() -> LabelSelector {
 /// - the namespaced kinds, limited to the instance's namespace: CloneSet and Advanced
 ///   DaemonSet in their stored `v1alpha1` (`matchPolicy: Equivalent` converts a `v1beta1`
 ///   request first), Advanced StatefulSet in both versions (same shape, no conversion).
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let delete = &["DELETE"][..];
     let selected = |webhook: ValidatingWebhook| ValidatingWebhook {
         object_selector: Some(object_selector()),

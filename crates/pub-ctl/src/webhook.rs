@@ -23,12 +23,11 @@
 use std::sync::Arc;
 
 use futures::FutureExt;
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::keys;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, PubOperation};
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{
     mutating_configuration, mutating_webhook, rule, validating_configuration, validating_webhook,
 };
@@ -99,12 +98,7 @@ pub fn conversion_route() -> Route {
 }
 
 /// The configurations, as `webhook::configurations(None)` registers them cluster-wide.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let pub_rule = rule(
         "policy.kruise.io",
         &["v1alpha1"],

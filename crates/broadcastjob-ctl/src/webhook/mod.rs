@@ -3,16 +3,12 @@
 //! webhook server. Both work on the object's JSON, so fields our types do not model survive
 //! defaulting and a value our types cannot hold is still reported.
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::field::{FieldError, invalid, required};
-use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
-    json_objects,
-};
+use kruise_runtime::webhook::validating;
+use kruise_runtime::webhook::{Route, defaulting};
 use kruise_workload::{admission, pod_defaults};
 use serde_json::{Map, Value, json};
 
@@ -157,33 +153,13 @@ pub fn routes(template_defaults: bool) -> Vec<Route> {
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-broadcastjob",
-        dynamic(|req| async move {
-            let response = AdmissionResponse::from(&req);
-            if !matches!(req.operation, Operation::Create | Operation::Update) {
-                return Ok(response);
-            }
-            let (raw_new, _) = json_objects(&req)?;
-            let Some(raw_new) = raw_new else {
-                return Err(HandlerError::Decode("no object".into()));
-            };
-            let errors = validate(&raw_new);
-            Ok(if errors.is_empty() {
-                response
-            } else {
-                deny_invalid(response, &errors)
-            })
-        }),
+        validating(|object, _old| Ok(validate(object))),
     );
     vec![mutate, validate_route]
 }
 
 /// The configurations, named for the scope: cluster-wide, or one namespace.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "broadcastjob",
         plural: "broadcastjobs",

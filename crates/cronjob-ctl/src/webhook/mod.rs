@@ -4,17 +4,13 @@
 
 pub mod image;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::field::invalid_detail;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, required};
-use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
-    json_objects,
-};
+use kruise_runtime::webhook::validating;
+use kruise_runtime::webhook::{Route, defaulting};
 use kruise_workload::{admission, pod_defaults};
 use serde_json::{Value, json};
 
@@ -461,34 +457,13 @@ pub fn routes(template_defaults: bool) -> Vec<Route> {
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-advancedcronjob",
-        dynamic(|req| async move {
-            let response = AdmissionResponse::from(&req);
-            if !matches!(req.operation, Operation::Create | Operation::Update) {
-                return Ok(response);
-            }
-            let (raw_new, raw_old) = json_objects(&req)?;
-            let Some(raw_new) = raw_new else {
-                return Err(HandlerError::Decode("no object".into()));
-            };
-            let old = raw_old.filter(|_| req.operation == Operation::Update);
-            let errors = validate(&raw_new, old.as_ref());
-            Ok(if errors.is_empty() {
-                response
-            } else {
-                deny_invalid(response, &errors)
-            })
-        }),
+        validating(|object, old| Ok(validate(object, old))),
     );
     vec![mutate, validate_route]
 }
 
 /// The configurations, named for the scope: cluster-wide, or one namespace.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "advancedcronjob",
         plural: "advancedcronjobs",

@@ -10,12 +10,10 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::field::{
     FieldError, aggregate, forbidden, invalid, invalid_detail, required,
 };
@@ -427,12 +425,7 @@ pub fn conversion_route() -> Route {
 }
 
 /// `kruise-containerrecreaterequest-validating` / `-mutating`, for the instance's scope.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "containerrecreaterequest",
         plural: "containerrecreaterequests",

@@ -9,14 +9,10 @@
 mod defaults;
 mod validation;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use kruise_runtime::webhook::config;
-use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
-    json_objects,
-};
+use kruise_runtime::webhook::config::Configurations;
+use kruise_runtime::webhook::validating;
+use kruise_runtime::webhook::{Route, defaulting};
 
 pub use defaults::with_defaults;
 pub use validation::{FORBIDDEN_UPDATE, validate, validate_json};
@@ -36,27 +32,7 @@ pub fn routes() -> Vec<Route> {
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-daemonset",
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            let (raw_new, raw_old) = json_objects(&req)?;
-            match req.operation {
-                Operation::Create | Operation::Update => {
-                    let Some(raw_new) = raw_new else {
-                        return Ok(response);
-                    };
-                    let old = raw_old.filter(|_| req.operation == Operation::Update);
-                    let errors =
-                        validate_json(&raw_new, old.as_ref()).map_err(HandlerError::Decode)?;
-                    Ok(if errors.is_empty() {
-                        response
-                    } else {
-                        deny_invalid(response, &errors)
-                    })
-                }
-                // Not registered for DELETE (protection-ctl's) nor CONNECT.
-                Operation::Delete | Operation::Connect => Ok(response),
-            }
-        }),
+        validating(validate_json),
     );
     vec![mutate, validate_route, conversion_route()]
 }
@@ -73,12 +49,7 @@ pub fn conversion_route() -> Route {
 
 /// The configurations, named for the scope: cluster-wide, or (for tests and namespaced
 /// installs) one namespace.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "daemonset",
         plural: "daemonsets",

@@ -11,11 +11,9 @@
 //! `subPathExpr` (forbidden), and the fields an ephemeral container may not set (`ports`,
 //! `resources`, `resizePolicy`, `restartPolicy`, the probes, `lifecycle`).
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::EphemeralContainer;
 use kruise_api::apps_v1alpha1::EphemeralJob;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{rule, validating_configuration, validating_webhook};
 use kruise_runtime::webhook::{
     AdmissionRequest, AdmissionResponse, HandlerError, Operation, Route, dynamic,
@@ -232,12 +230,7 @@ fn allow_list_errors(c: &EphemeralContainer, path: &str) -> Vec<String> {
 
 /// The configuration `ephemeraljob-ctl` registers: `kruise-ephemeraljob-validating`,
 /// webhook `vephemeraljobs.kb.io` (upstream's name).
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let validate = validating_webhook(
         "vephemeraljobs.kb.io",
         VALIDATE_PATH,

@@ -5,14 +5,11 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use kruise_runtime::webhook::Route;
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::field::{FieldError, forbidden, invalid, invalid_detail, required};
-use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, deny_invalid, dynamic, json_objects,
-};
+use kruise_runtime::webhook::validating;
 use serde_json::Value;
 
 use crate::plan::job::{DEFAULT_TIMEOUT_SECONDS, split_image};
@@ -293,56 +290,30 @@ pub fn validate_node_image(object: &Value) -> Vec<FieldError> {
     errors
 }
 
-fn validating(
-    path: &'static str,
-    name: &'static str,
-    check: fn(&Value, Option<&Value>) -> Vec<FieldError>,
-) -> Route {
-    Route::new(
-        path,
-        name,
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            if !matches!(req.operation, Operation::Create | Operation::Update) {
-                return Ok(response);
-            }
-            let (new, old) = json_objects(&req)?;
-            let Some(new) = new else {
-                return Err(HandlerError::Decode("no object".into()));
-            };
-            let errors = check(&new, old.as_ref());
-            Ok(if errors.is_empty() {
-                response
-            } else {
-                deny_invalid(response, &errors)
-            })
-        }),
-    )
-}
-
 /// The validation routes of the three kinds.
 pub fn routes() -> Vec<Route> {
     vec![
-        validating(VALIDATE_JOB_PATH, "validate-imagepulljob", |n, o| {
-            validate_job(n, o)
-        }),
-        validating(VALIDATE_LIST_PATH, "validate-imagelistpulljob", |n, _| {
-            validate_list(n)
-        }),
-        validating(VALIDATE_NODEIMAGE_PATH, "validate-nodeimage", |n, _| {
-            validate_node_image(n)
-        }),
+        Route::new(
+            VALIDATE_JOB_PATH,
+            "validate-imagepulljob",
+            validating(|n, o| Ok(validate_job(n, o))),
+        ),
+        Route::new(
+            VALIDATE_LIST_PATH,
+            "validate-imagelistpulljob",
+            validating(|n, _| Ok(validate_list(n))),
+        ),
+        Route::new(
+            VALIDATE_NODEIMAGE_PATH,
+            "validate-nodeimage",
+            validating(|n, _| Ok(validate_node_image(n))),
+        ),
     ]
 }
 
 /// The configurations, named for the scope: cluster-wide, or one namespace (where the
 /// cluster-scoped NodeImage is left to the cluster-wide instance).
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let mut webhooks = vec![
         config::validating_webhook(
             "vimagepulljob.kb.io",

@@ -155,14 +155,14 @@ pub struct KindAdmission<'a> {
     pub mutate: (&'a str, &'a [&'a str]),
 }
 
+/// What a controller registers: its validating and its mutating configurations.
+pub type Configurations = (
+    Vec<ValidatingWebhookConfiguration>,
+    Vec<MutatingWebhookConfiguration>,
+);
+
 impl KindAdmission<'_> {
-    pub fn configurations(
-        &self,
-        watch_namespace: Option<&str>,
-    ) -> (
-        Vec<ValidatingWebhookConfiguration>,
-        Vec<MutatingWebhookConfiguration>,
-    ) {
+    pub fn configurations(&self, watch_namespace: Option<&str>) -> Configurations {
         let rules = |operations: &[&str]| {
             vec![rule(
                 "apps.kruise.io",

@@ -19,7 +19,7 @@
 //!   Secret (in `KRUISE_NAMESPACE`) that every replica shares: the first replica writes
 //!   its CA and serving certificate there, the others load them, and every rotation is
 //!   written there with optimistic concurrency and picked up by the others at their next
-//!   check (see [`secret`]). Run more than one replica with that, or with the same files
+//!   check (see `secret.rs`). Run more than one replica with that, or with the same files
 //!   in `KRUISE_WEBHOOK_CERT_DIR` (cert-manager), never with a CA each: the replicas
 //!   would overwrite each other's caBundle. Before a certificate of a new CA is served,
 //!   the live configurations are read back to confirm they carry that CA.
@@ -331,6 +331,42 @@ where
         + 'static,
 {
     dynamic(move |request| std::future::ready(mutate_json(&request, &defaulted)))
+}
+
+/// A validating handler on the object as JSON. On CREATE and UPDATE it answers with
+/// `validate(object, old)` (`old`: the stored object, on UPDATE only): allowed when that
+/// finds nothing, else denied as Invalid (422) with every error naming its field. An `Err`
+/// from `validate` is an object that does not decode ([`HandlerError::Decode`], answered by
+/// the route's [`OnFailure`]). Other operations are allowed: a validating configuration
+/// registers CREATE and UPDATE only (DELETE is `protection-ctl`'s).
+pub fn validating<F>(validate: F) -> Handler
+where
+    F: Fn(&serde_json::Value, Option<&serde_json::Value>) -> Result<Vec<FieldError>, String>
+        + Send
+        + Sync
+        + 'static,
+{
+    dynamic(move |request| std::future::ready(validate_json(&request, &validate)))
+}
+
+fn validate_json(
+    request: &AdmissionRequest<DynamicObject>,
+    validate: impl Fn(&serde_json::Value, Option<&serde_json::Value>) -> Result<Vec<FieldError>, String>,
+) -> Result<AdmissionResponse, HandlerError> {
+    let response = AdmissionResponse::from(request);
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(response);
+    }
+    let (Some(object), old) = json_objects(request)? else {
+        return Err(HandlerError::Decode("no object".into()));
+    };
+    let old = old.filter(|_| request.operation == Operation::Update);
+    let errors = validate(&object, old.as_ref()).map_err(HandlerError::Decode)?;
+    Ok(if errors.is_empty() {
+        response
+    } else {
+        deny_invalid(response, &errors)
+    })
 }
 
 /// Server options beyond the settings; the defaults are for production.

@@ -196,6 +196,56 @@ fn mutate_json_patches_to_the_defaulted_object_and_passes_old_only_on_update() {
     assert!(response.allowed && response.patch.is_none());
 }
 
+#[test]
+fn validating_denies_with_field_errors_on_create_and_update_only() {
+    // Refuses a Pod labelled bad=yes; says whether the stored object came along.
+    let validate = |object: &Value, old: Option<&Value>| {
+        if object.pointer("/metadata/labels/undecodable").is_some() {
+            return Err("object: not a Pod".to_string());
+        }
+        let mut errors = Vec::new();
+        if object.pointer("/metadata/labels/bad") == Some(&json!("yes")) {
+            errors.push(field::invalid(
+                "metadata.labels.bad",
+                "\"yes\"",
+                "must not be yes",
+            ));
+        }
+        if old.is_some() {
+            errors.push(field::forbidden("spec", "old was passed"));
+        }
+        Ok(errors)
+    };
+    let create = |labels: Value| request("CREATE", pod(labels), pod(json!({})));
+    let allowed = validate_json(&create(json!({"a": "b"})), validate).unwrap();
+    assert!(allowed.allowed, "{allowed:?}");
+    let denied = validate_json(&create(json!({"bad": "yes"})), validate).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.result.code, 422);
+    assert!(
+        denied
+            .result
+            .message
+            .contains("metadata.labels.bad: Invalid value: \"yes\": must not be yes"),
+        "{}",
+        denied.result.message
+    );
+    // The stored object is passed on UPDATE only.
+    let update = request("UPDATE", pod(json!({})), pod(json!({})));
+    let denied = validate_json(&update, validate).unwrap();
+    assert!(
+        denied.result.message.contains("old was passed"),
+        "{denied:?}"
+    );
+    // DELETE is not judged here; an object that does not decode is the route's failure.
+    let deleted = request("DELETE", Value::Null, pod(json!({"bad": "yes"})));
+    assert!(validate_json(&deleted, validate).unwrap().allowed);
+    assert!(matches!(
+        validate_json(&create(json!({"undecodable": "x"})), validate),
+        Err(HandlerError::Decode(m)) if m == "object: not a Pod"
+    ));
+}
+
 #[tokio::test]
 async fn malformed_bodies_get_400_not_a_panic() {
     let metrics = Metrics::new();

@@ -17,12 +17,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_api::apps_v1alpha1::PersistentPodState;
 use kruise_api::keys;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{
     mutating_configuration, mutating_webhook, rule, validating_configuration, validating_webhook,
 };
@@ -287,12 +286,7 @@ pub fn review_pod(
 }
 
 /// The configurations, named and labelled for the scope.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let validate = validating_webhook(
         "vpersistentpodstate.kb.io",
         VALIDATE_PATH,

@@ -9,14 +9,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::{HTTPGetAction, TCPSocketAction};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::{
     ContainerProbeSpec, PodProbeMarker, ProbeMarkerPolicy, ProbeState,
 };
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{rule, validating_configuration, validating_webhook};
 use kruise_runtime::webhook::field::{
     FieldError, aggregate, deny_forbidden, forbidden, invalid, invalid_detail, not_supported,
@@ -537,12 +535,7 @@ fn label_value_messages(value: &str) -> Vec<String> {
 }
 
 /// The configuration, named and labelled for the scope.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let validate = validating_webhook(
         "vpodprobemarker.kb.io",
         VALIDATE_PATH,

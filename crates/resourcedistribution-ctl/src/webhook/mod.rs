@@ -6,12 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::keys;
 use kruise_runtime::api_error::is_conflict;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{rule, validating_configuration, validating_webhook};
 use kruise_runtime::webhook::field::{
     FieldError, deny_forbidden, invalid, invalid_detail, required,
@@ -284,12 +282,7 @@ pub fn conversion_route() -> Route {
 /// `kruise-resourcedistribution-validating` with `vresourcedistribution.kb.io`. RDs are
 /// cluster-scoped, so a namespace-scoped instance cannot be limited by namespace: it
 /// sees only the RDs labelled with its scope (objectSelector).
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let mut webhook = validating_webhook(
         "vresourcedistribution.kb.io",
         VALIDATE_PATH,

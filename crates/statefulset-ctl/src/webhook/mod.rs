@@ -5,7 +5,7 @@
 //!
 //! One pair of routes serves both versions: the apiserver sends an object in the
 //! version its request used (`v1alpha1` or `v1beta1`), and the two have the same shape,
-//! so defaulting works on the JSON and validation decodes either as [`StatefulSet`].
+//! so defaulting works on the JSON and validation decodes either as `StatefulSet`.
 //!
 //! Both webhooks use `failurePolicy: Fail`: they only see StatefulSet objects, so an
 //! outage blocks StatefulSet changes (which the controller could not act on anyway)
@@ -15,10 +15,8 @@ mod defaults;
 mod validation;
 pub mod vct;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::{
     AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
     json_objects,
@@ -141,12 +139,7 @@ async fn claim_template_errors(
 
 /// The configurations, named for the scope: cluster-wide, or (for tests and namespaced
 /// installs) one namespace. Both served versions are covered.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "statefulset",
         plural: "statefulsets",

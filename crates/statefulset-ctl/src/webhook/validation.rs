@@ -92,26 +92,10 @@ pub fn validate(
         labels,
         "statefulset",
     ));
-    let restart_policy = raw_new
-        .pointer("/spec/template/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    if !restart_policy.is_empty() && restart_policy != "Always" {
-        errors.push(not_supported(
-            "spec.template.spec.restartPolicy",
-            quoted(restart_policy),
-            "supported values: \"Always\"",
-        ));
-    }
-    if spec
-        .template
-        .spec
-        .as_ref()
-        .is_some_and(|s| s.active_deadline_seconds.is_some())
-    {
-        errors.push(forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in StatefulSet is not Supported",
+    if let Some(template) = raw_new.pointer("/spec/template") {
+        errors.extend(admission::long_running_template_errors(
+            template,
+            "StatefulSet",
         ));
     }
 

@@ -8,20 +8,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_api::apps_v1alpha1::UnitedDeployment;
 use kruise_api::keys;
 use kruise_runtime::webhook::config;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::field::{
     FieldError, forbidden, invalid, invalid_detail, not_supported, required,
 };
-use kruise_runtime::webhook::{
-    AdmissionResponse, HandlerError, Operation, Route, defaulting, deny_invalid, dynamic,
-    json_objects,
-};
+use kruise_runtime::webhook::validating;
+use kruise_runtime::webhook::{Route, defaulting};
 use kruise_workload::admission;
 use kube::ResourceExt;
 use serde_json::{Value, json};
@@ -426,32 +422,12 @@ pub fn routes() -> Vec<Route> {
     let validate_route = Route::new(
         VALIDATE_PATH,
         "validate-uniteddeployment",
-        dynamic(move |req| async move {
-            let response = AdmissionResponse::from(&req);
-            let (raw_new, raw_old) = json_objects(&req)?;
-            let decode = |v: Value| {
-                serde_json::from_value::<UnitedDeployment>(v)
-                    .map_err(|e| HandlerError::Decode(e.to_string()))
+        validating(|object, old| {
+            let decode = |v: &Value| {
+                <UnitedDeployment as serde::Deserialize>::deserialize(v).map_err(|e| e.to_string())
             };
-            match req.operation {
-                Operation::Create | Operation::Update => {
-                    let Some(raw_new) = raw_new else {
-                        return Err(HandlerError::Decode("no object".into()));
-                    };
-                    let new = decode(raw_new)?;
-                    let old = match raw_old.filter(|_| req.operation == Operation::Update) {
-                        Some(o) => Some(decode(o)?),
-                        None => None,
-                    };
-                    let errors = validate(&new, old.as_ref());
-                    Ok(if errors.is_empty() {
-                        response
-                    } else {
-                        deny_invalid(response, &errors)
-                    })
-                }
-                _ => Ok(response),
-            }
+            let old = old.map(decode).transpose()?;
+            Ok(validate(&decode(object)?, old.as_ref()))
         }),
     );
     vec![mutate, validate_route, conversion_route()]
@@ -471,12 +447,7 @@ pub fn conversion_route() -> Route {
 }
 
 /// The configurations, named for the scope: cluster-wide, or one namespace.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     config::KindAdmission {
         kind: "uniteddeployment",
         plural: "uniteddeployments",

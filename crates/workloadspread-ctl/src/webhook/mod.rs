@@ -36,15 +36,14 @@ pub mod validation;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::{
-    MatchCondition, MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
+use k8s_openapi::api::admissionregistration::v1::MatchCondition;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_api::apps_v1alpha1::{InjectWorkloadSpread, WorkloadSpread, WorkloadSpreadStatus};
 use kruise_api::keys;
 use kruise_ordering::predicates;
 use kruise_runtime::api_error::is_not_found;
+use kruise_runtime::webhook::config::Configurations;
 use kruise_runtime::webhook::config::{
     mutating_configuration, mutating_webhook, rule, validating_configuration, validating_webhook,
 };
@@ -133,12 +132,7 @@ pub fn conversion_route() -> Route {
 }
 
 /// The configurations, named and labelled for the scope.
-pub fn configurations(
-    watch_namespace: Option<&str>,
-) -> (
-    Vec<ValidatingWebhookConfiguration>,
-    Vec<MutatingWebhookConfiguration>,
-) {
+pub fn configurations(watch_namespace: Option<&str>) -> Configurations {
     let ws = validating_webhook(
         "vworkloadspread.kb.io",
         VALIDATE_PATH,
