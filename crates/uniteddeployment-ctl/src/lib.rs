@@ -12,7 +12,6 @@ pub mod reconcile;
 pub mod webhook;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
@@ -113,7 +112,7 @@ pub fn context(runtime: &Runtime) -> Arc<Context> {
         deployments: runtime.cache::<Deployment>(subsets(), prune_deployment),
         revisions: runtime.cache::<ControllerRevision>(watcher::Config::default(), prune),
         pods: runtime.cache::<Pod>(subsets(), prune_pod),
-        expectations: Expectations::new(Duration::from_secs(60)),
+        expectations: Expectations::new(kruise_workload::expectations::DEFAULT_TIMEOUT),
         events: runtime.events(),
         reconciler: Reconciler::new(runtime.metrics.clone(), CONTROLLER_NAME, "UnitedDeployment"),
     })

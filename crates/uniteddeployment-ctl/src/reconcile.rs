@@ -45,7 +45,7 @@ pub async fn reconcile(ud: Arc<UnitedDeployment>, ctx: Arc<Context>) -> Result<A
         .pending(&uid, now, |key| ctx.observe(&ns, key));
     if !pending.is_empty() {
         tracing::debug!(?pending, "waiting for the caches to show the last writes");
-        return Ok(Action::requeue(Duration::from_millis(500)));
+        return Ok(Action::requeue(kruise_workload::execute::EXPECTATION_POLL));
     }
     let owner = ud.object_ref(&());
 
