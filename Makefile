@@ -56,6 +56,7 @@ crds: ## regenerate deploy/crds from the Rust types
 lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 	$$(tests/helm/build.sh) lint --strict deploy/helm/kruise-rs
 	@tests/schema-parity/run.sh
 

@@ -53,6 +53,8 @@ build_pid=$!
 step "lint"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The API docs build without a broken link (a `[`name`]` that names nothing fails here).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # Our CRDs against OpenKruise v1.9.0's (a path upstream accepts and ours would prune fails).
 tests/schema-parity/run.sh
 step "unit tests"

@@ -1,6 +1,6 @@
 //! The CloneSet controller: `run()` builds the caches, the webhook and the controller,
 //! and serves until shutdown. Everything it decides is in [`plan`] (pure); [`reconcile`]
-//! and [`execute`] are the thin I/O around it.
+//! and the shared `kruise_workload::Writer` are the thin I/O around it.
 
 pub mod context;
 pub mod error;

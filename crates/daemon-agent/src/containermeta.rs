@@ -235,7 +235,7 @@ pub fn plan(
     MetaPlan { set, stop }
 }
 
-/// How long a stop seen first at `first_seen` still waits at `now` ([`STOP_DELAY`]);
+/// How long a stop seen first at `first_seen` still waits at `now` (`STOP_DELAY`);
 /// `None`: stop now.
 pub fn stop_wait(first_seen: Instant, now: Instant) -> Option<Duration> {
     let waited = now.saturating_duration_since(first_seen);

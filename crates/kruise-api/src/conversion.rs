@@ -2,8 +2,8 @@
 //! `apps.kruise.io/v1beta1` (served) for the kinds whose shapes differ: CloneSet,
 //! SidecarSet and Advanced DaemonSet here; ResourceDistribution, PersistentPodState,
 //! WorkloadSpread and UnitedDeployment (renamed fields, a restructured status) in
-//! [`renamed`]; ContainerRecreateRequest (annotations that v1beta1 shows in its status)
-//! in [`crr`]; PodUnavailableBudget (`policy.kruise.io`: annotations that v1beta1 shows
+//! `renamed`; ContainerRecreateRequest (annotations that v1beta1 shows in its status)
+//! in `crr`; PodUnavailableBudget (`policy.kruise.io`: annotations that v1beta1 shows
 //! as spec fields) in [`podunavailablebudget`]. The controllers serve these functions as
 //! CRD conversion webhooks.
 //!

@@ -17,7 +17,7 @@
 //! `kruise-system`, openkruise/kruise v1.9.0 main.go `--leader-election-id`,
 //! `--leader-election-namespace`), no controller of this process runs, with leader
 //! election on or off: a replica does not try to acquire its Lease, and a leader stops
-//! and releases it ([`Guard`], [`foreign_holder`]). Each read is a GET every
+//! and releases it (`Guard`, [`foreign_holder`]). Each read is a GET every
 //! [`check_interval`], so when kruise-manager starts while we lead, both act for up to
 //! one interval (3 s with the default 15 s lease): nothing on its side waits for us.
 

@@ -268,7 +268,7 @@ kubectl kruise create broadcastJob nightly-now --from=advancedcronjob/nightly"
 #[derive(Debug, Subcommand)]
 pub enum RestartCommand {
     /// Restart containers of a running Pod in place (a ContainerRecreateRequest named
-    /// POD-restart-<unix time in hex>, owned by the Pod), and wait until they run again.
+    /// `POD-restart-<unix time in hex>`, owned by the Pod), and wait until they run again.
     #[command(
         after_help = "Examples:\n  # Restart every container of web-0 and wait (2 minutes at most)\n  \
 kubectl kruise restart container web-0\n\n  # Only app and sidecar, without waiting\n  \

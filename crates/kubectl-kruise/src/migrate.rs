@@ -9,7 +9,7 @@
 //! scaled down by as many, until `--replicas` Pods moved.
 //!
 //! [`next_step`] decides, from one observation of both workloads and their Pods, what to
-//! do next; [`observe`] and [`run`] are the reads and writes around it.
+//! do next; `observe` and [`run`] are the reads and writes around it.
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -80,7 +80,7 @@ pub fn kustomize(overlay: &str) -> Result<Vec<Value>, String> {
     parse(&run(Command::new(kustomize).arg("build").arg(dir))?)
 }
 
-/// `kustomize build` of overlays/<overlay> with kustomize/<component>s added, through a
+/// `kustomize build` of `overlays/<overlay>` with `kustomize/<component>`s added, through a
 /// kustomization written under target/ (kustomize loads nothing from outside its root).
 pub fn kustomize_with(overlay: &str, components: &[&str]) -> Result<Vec<Value>, String> {
     use std::sync::atomic::{AtomicUsize, Ordering};
