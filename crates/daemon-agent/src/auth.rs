@@ -17,29 +17,10 @@ pub struct Credentials {
     pub password: String,
 }
 
-/// The registry an image without a registry part comes from.
-pub const DOCKER_HUB: &str = "docker.io";
-
-/// `(registry, rest)` of an image reference: the first path component is a registry
-/// when it has a `.` or a `:` or is `localhost` (Docker's rule), else Docker Hub.
-pub fn split_registry(image: &str) -> (&str, &str) {
-    match image.split_once('/') {
-        Some((first, rest))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
-            let registry = if first == "index.docker.io" {
-                DOCKER_HUB
-            } else {
-                first
-            };
-            (registry, rest)
-        }
-        _ => (DOCKER_HUB, image),
-    }
-}
+pub use kruise_api::image::DOCKER_HUB;
 
 /// A docker config key (`https://index.docker.io/v1/`, `registry:5000`, `http://r/x`) as
-/// a bare registry host, the form [`split_registry`] gives.
+/// a bare registry host, the form [`kruise_api::image::ImageRef::registry_or_hub`] gives.
 pub fn registry_of_key(key: &str) -> String {
     let bare = key
         .strip_prefix("https://")
@@ -116,19 +97,6 @@ mod tests {
     }
 
     #[test]
-    fn registries_split_as_docker_does() {
-        assert_eq!(split_registry("nginx:1"), (DOCKER_HUB, "nginx:1"));
-        assert_eq!(split_registry("org/app"), (DOCKER_HUB, "org/app"));
-        assert_eq!(
-            split_registry("127.0.0.1:15000/kruise-rs/busybox:1"),
-            ("127.0.0.1:15000", "kruise-rs/busybox:1")
-        );
-        assert_eq!(split_registry("localhost/x"), ("localhost", "x"));
-        assert_eq!(split_registry("quay.io/a/b"), ("quay.io", "a/b"));
-        assert_eq!(split_registry("index.docker.io/a/b"), (DOCKER_HUB, "a/b"));
-    }
-
-    #[test]
     fn dockerconfigjson_with_username_or_auth() {
         let secret = data(
             ".dockerconfigjson",
@@ -175,7 +143,7 @@ mod tests {
             let auth = STANDARD.encode(format!("{user}:{pass}"));
             let json = format!(r#"{{"auths":{{"https://{host}/v2/":{{"auth":"{auth}"}}}}}}"#);
             let image = format!("{host}/{repo}:1");
-            let (registry, _) = split_registry(&image);
+            let registry = kruise_api::image::ImageRef::parse(&image).registry_or_hub();
             let found = credentials_for(&data(".dockerconfigjson", &json), registry);
             prop_assert_eq!(found, vec![Credentials { username: user, password: pass }]);
         }

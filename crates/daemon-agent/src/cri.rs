@@ -343,22 +343,8 @@ fn image_spec(image: &str) -> v1::ImageSpec {
 /// Whether `a` and `b` name the same image once Docker Hub's defaults are filled in
 /// (`nginx:1` is `docker.io/library/nginx:1`, how containerd lists it).
 pub fn same_reference(a: &str, b: &str) -> bool {
-    normalize(a) == normalize(b)
-}
-
-/// `name[:tag]` with the registry and `library/` of Docker Hub made explicit and
-/// `:latest` added when there is neither tag nor digest.
-pub fn normalize(image: &str) -> String {
-    let (registry, rest) = crate::auth::split_registry(image);
-    let rest = if registry == crate::auth::DOCKER_HUB && !rest.contains('/') {
-        format!("library/{rest}")
-    } else {
-        rest.to_string()
-    };
-    let last = rest.rsplit('/').next().unwrap_or_default();
-    let tagged = last.contains(':') || last.contains('@');
-    let suffix = if tagged { "" } else { ":latest" };
-    format!("{registry}/{rest}{suffix}")
+    use kruise_api::image::ImageRef;
+    ImageRef::parse(a).normalized() == ImageRef::parse(b).normalized()
 }
 
 #[cfg(test)]
@@ -401,18 +387,12 @@ mod tests {
     }
 
     #[test]
-    fn references_normalize_like_containerd() {
-        assert_eq!(normalize("nginx"), "docker.io/library/nginx:latest");
-        assert_eq!(normalize("nginx:1.9.1"), "docker.io/library/nginx:1.9.1");
-        assert_eq!(normalize("org/app:2"), "docker.io/org/app:2");
-        assert_eq!(
-            normalize("127.0.0.1:15000/kruise-rs/busybox:1"),
-            "127.0.0.1:15000/kruise-rs/busybox:1"
-        );
-        assert_eq!(
-            normalize("127.0.0.1:15000/kruise-rs/busybox"),
+    fn references_compare_as_containerd_lists_them() {
+        assert!(same_reference("nginx", "docker.io/library/nginx:latest"));
+        assert!(same_reference(
+            "127.0.0.1:15000/kruise-rs/busybox",
             "127.0.0.1:15000/kruise-rs/busybox:latest"
-        );
+        ));
         assert!(same_reference("docker.io/library/nginx:1", "nginx:1"));
         assert!(!same_reference("nginx:1", "nginx:2"));
     }

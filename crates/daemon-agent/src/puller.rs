@@ -244,7 +244,7 @@ impl Puller {
     /// The credentials of the tag's pull secrets that match its registry; a secret that
     /// cannot be read is skipped (the pull goes on with the others, then anonymously).
     async fn credentials(&self, task: &PullTask) -> Vec<Credentials> {
-        let (registry, _) = auth::split_registry(&task.name);
+        let registry = kruise_api::image::ImageRef::parse(&task.name).registry_or_hub();
         let mut out = Vec::new();
         for reference in &task.pull_secrets {
             let api: Api<Secret> = Api::namespaced(self.client.clone(), &reference.namespace);

@@ -9,6 +9,7 @@ pub mod apps_v1alpha1;
 pub mod apps_v1beta1;
 pub mod appspub;
 pub mod conversion;
+pub mod image;
 pub mod intstr;
 pub mod keys;
 pub mod pod;

@@ -545,12 +545,7 @@ fn runtime_meta_shows_every(
 
 /// `nginx` and `nginx:latest` name the same image; digests and registries are compared as written.
 fn normalize_image(image: &str) -> String {
-    let last = image.rsplit('/').next().unwrap_or(image);
-    if image.contains('@') || last.contains(':') {
-        image.to_string()
-    } else {
-        format!("{image}:latest")
-    }
+    kruise_api::image::ImageRef::parse(image).with_default_tag()
 }
 
 /// What a reconcile should do for a Pod that may be mid-update.

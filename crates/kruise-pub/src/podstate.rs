@@ -58,16 +58,8 @@ fn same_image(spec: &str, status: &str) -> bool {
     if spec == status {
         return true;
     }
-    let normalize = |image: &str| -> String {
-        let image = image.strip_prefix("docker.io/").unwrap_or(image);
-        let image = image.strip_prefix("library/").unwrap_or(image);
-        if image.contains('@') || image.rsplit('/').next().is_some_and(|l| l.contains(':')) {
-            image.to_string()
-        } else {
-            format!("{image}:latest")
-        }
-    };
-    normalize(spec) == normalize(status)
+    use kruise_api::image::ImageRef;
+    ImageRef::parse(spec).normalized() == ImageRef::parse(status).normalized()
 }
 
 /// openkruise/kruise v1.9.0 pkg/control/pubcontrol/pub_control_utils.go, UPDATE: `None` when the change cannot make the Pod unavailable (metadata

@@ -205,15 +205,11 @@ fn handler_defaults(handler: &mut Map<String, Value>) {
 /// `Always` for `:latest` or an untagged image, `IfNotPresent` otherwise (a digest
 /// without a tag counts as pinned).
 pub fn pull_policy_for(image: &str) -> &'static str {
-    let (name, digest) = match image.split_once('@') {
-        Some((name, _)) => (name, true),
-        None => (image, false),
-    };
-    let last = name.rsplit('/').next().unwrap_or(name);
-    match last.split_once(':') {
-        Some((_, "latest")) => "Always",
+    let reference = kruise_api::image::ImageRef::parse(image);
+    match reference.tag {
+        Some("latest") => "Always",
         Some(_) => "IfNotPresent",
-        None if digest => "IfNotPresent",
+        None if reference.digest.is_some() => "IfNotPresent",
         None => "Always",
     }
 }

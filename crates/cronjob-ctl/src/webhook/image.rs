@@ -5,6 +5,7 @@
 
 use std::sync::LazyLock;
 
+use kruise_api::image::ImageRef;
 use regex::Regex;
 
 /// distribution/reference's `ReferenceRegexp` (anchored), with Go's ASCII `\w`.
@@ -38,14 +39,16 @@ pub fn reference_error(image: &str) -> Option<String> {
             "invalid repository name ({image}), cannot specify 64-byte hexadecimal strings"
         ));
     }
-    let (domain, remainder) = split_docker_domain(image);
+    // `splitDockerDomain`'s domain and remainder (Docker Hub and `library/` filled in);
+    // `:latest` added to a floating reference changes nothing the grammar decides.
+    let full = ImageRef::parse(image).normalized();
+    let remainder = full.split_once('/').map_or("", |(_, rest)| rest);
     let remote_name = remainder.split(':').next().unwrap_or_default();
     if remote_name.to_lowercase() != remote_name {
         return Some(format!(
             "invalid reference format: repository name ({remote_name}) must be lowercase"
         ));
     }
-    let full = format!("{domain}/{remainder}");
     let Some(captures) = REFERENCE.captures(&full) else {
         return Some("invalid reference format".into());
     };
@@ -53,31 +56,6 @@ pub fn reference_error(image: &str) -> Option<String> {
     (name.len() > NAME_TOTAL_LENGTH_MAX).then(|| {
         format!("repository name must not be more than {NAME_TOTAL_LENGTH_MAX} characters")
     })
-}
-
-/// `splitDockerDomain`: the domain (Docker Hub unless the first component looks like a host) and
-/// the rest (`library/` added to a one-component Docker Hub name).
-fn split_docker_domain(name: &str) -> (&str, String) {
-    let (domain, remainder) = match name.split_once('/') {
-        Some((first, rest))
-            if first.contains(['.', ':'])
-                || first == "localhost"
-                || first.to_lowercase() != first =>
-        {
-            (first, rest)
-        }
-        _ => ("docker.io", name),
-    };
-    let domain = if domain == "index.docker.io" {
-        "docker.io"
-    } else {
-        domain
-    };
-    if domain == "docker.io" && !remainder.contains('/') {
-        (domain, format!("library/{remainder}"))
-    } else {
-        (domain, remainder.to_string())
-    }
 }
 
 #[cfg(test)]

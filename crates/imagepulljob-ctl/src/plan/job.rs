@@ -37,14 +37,11 @@ pub const MESSAGE_NO_PROGRESS: &str = "job is running, no progress";
 /// `(name, tag)` of an image reference `name[:tag]` (`latest` without a tag); `None`
 /// for an empty name, an empty tag or a digest reference.
 pub fn split_image(image: &str) -> Option<(String, String)> {
-    if image.is_empty() || image.contains('@') {
+    let reference = kruise_api::image::ImageRef::parse(image);
+    if reference.digest.is_some() {
         return None;
     }
-    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
-    let (name, tag) = match image[last_slash..].rfind(':') {
-        Some(i) => (&image[..last_slash + i], &image[last_slash + i + 1..]),
-        None => (image, "latest"),
-    };
+    let (name, tag) = (reference.name, reference.tag.unwrap_or("latest"));
     let valid = |s: &str| !s.is_empty() && !s.chars().any(char::is_whitespace);
     (valid(name) && valid(tag) && !name.ends_with('/')).then(|| (name.into(), tag.into()))
 }

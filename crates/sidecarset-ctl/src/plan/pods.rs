@@ -45,7 +45,7 @@ pub fn inplace_states(pod: &Pod) -> Option<Result<SidecarSetInPlaceUpdateState, 
 }
 
 fn is_digest(image: &str) -> bool {
-    image.contains("@sha256:") || image.contains('@')
+    kruise_api::image::ImageRef::parse(image).digest.is_some()
 }
 
 fn digest_of(s: &str) -> &str {
