@@ -16,6 +16,7 @@ pub mod list_watch;
 pub mod meta;
 pub mod metrics;
 pub mod reconciler;
+pub mod selector;
 pub mod settings;
 pub mod telemetry;
 pub mod webhook;

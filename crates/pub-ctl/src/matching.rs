@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_api::policy_v1alpha1::{PodUnavailableBudget, TargetReference};
 use kruise_ordering::selector;
 
@@ -69,47 +69,10 @@ pub fn is_empty_selector(s: &LabelSelector) -> bool {
         && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
 }
 
-/// OpenKruise's loose overlap: two selectors overlap unless some key provably keeps them
-/// apart (a label with different values in both, or requirements on one key that no
-/// value can satisfy together).
-pub fn selectors_overlap(a: &LabelSelector, b: &LabelSelector) -> bool {
-    let reqs = |s: &LabelSelector| -> Vec<LabelSelectorRequirement> {
-        let mut r: Vec<_> = s
-            .match_labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| LabelSelectorRequirement {
-                key: k.clone(),
-                operator: "In".into(),
-                values: Some(vec![v.clone()]),
-            })
-            .collect();
-        r.extend(s.match_expressions.iter().flatten().cloned());
-        r
-    };
-    let (ra, rb) = (reqs(a), reqs(b));
-    !ra.iter().any(|x| {
-        rb.iter()
-            .any(|y| x.key == y.key && requirements_disjoint(x, y))
-    })
-}
-
-fn requirements_disjoint(x: &LabelSelectorRequirement, y: &LabelSelectorRequirement) -> bool {
-    let values = |r: &LabelSelectorRequirement| r.values.clone().unwrap_or_default();
-    let (vx, vy) = (values(x), values(y));
-    match (x.operator.as_str(), y.operator.as_str()) {
-        ("In", "In") => !vx.iter().any(|v| vy.contains(v)),
-        ("In", "NotIn") => vx.iter().all(|v| vy.contains(v)),
-        ("NotIn", "In") => vy.iter().all(|v| vx.contains(v)),
-        ("In", "DoesNotExist") | ("DoesNotExist", "In") => true,
-        ("Exists", "DoesNotExist") | ("DoesNotExist", "Exists") => true,
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kruise_api::policy_v1alpha1::PodUnavailableBudgetSpec;
 
@@ -199,37 +162,5 @@ mod tests {
         let chosen = pub_for_pod(&pubs, &labels(&[("app", "web")]), None);
         assert_eq!(chosen.and_then(|p| p.metadata.name.as_deref()), Some("a"));
         assert!(pub_for_pod(&pubs, &labels(&[("x", "y")]), None).is_none());
-    }
-
-    #[test]
-    fn selectors_conflict_unless_a_key_keeps_them_apart() {
-        assert!(selectors_overlap(
-            &selector(&[("app", "web")]),
-            &selector(&[("app", "web")])
-        ));
-        assert!(selectors_overlap(
-            &selector(&[("app", "web")]),
-            &selector(&[("tier", "x")])
-        ));
-        assert!(!selectors_overlap(
-            &selector(&[("app", "web")]),
-            &selector(&[("app", "db")])
-        ));
-        assert!(!selectors_overlap(
-            &selector(&[("app", "web")]),
-            &expr("app", "NotIn", &["web"])
-        ));
-        assert!(selectors_overlap(
-            &selector(&[("app", "web")]),
-            &expr("app", "In", &["web", "db"])
-        ));
-        assert!(!selectors_overlap(
-            &expr("app", "Exists", &[]),
-            &expr("app", "DoesNotExist", &[])
-        ));
-        assert!(!selectors_overlap(
-            &selector(&[("app", "web")]),
-            &expr("app", "DoesNotExist", &[])
-        ));
     }
 }

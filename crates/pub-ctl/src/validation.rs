@@ -150,7 +150,7 @@ fn conflicts(pub_: &PodUnavailableBudget, others: &[PodUnavailableBudget]) -> Ve
             ));
         }
         if let (Some(a), Some(b)) = (&pub_.spec.selector, &other.spec.selector)
-            && matching::selectors_overlap(a, b)
+            && kruise_runtime::selector::loosely_overlapping(a, b)
         {
             errors.push(field::invalid_detail(
                 "spec.selector",
@@ -329,6 +329,12 @@ spec:
         let mut disjoint = parse(SELECTOR);
         disjoint.metadata.name = Some("db".into());
         disjoint.spec.selector = Some(serde_saphyr::from_str("matchLabels: {app: db}").unwrap());
-        assert!(validate(&parse(SELECTOR), None, &[elsewhere, disjoint]).is_empty());
+        // Upstream's loose rule: selectors on different keys never conflict, although a
+        // Pod could carry both labels (openkruise/kruise v1.9.0 IsSelectorLooseOverlap).
+        let mut other_keys = parse(SELECTOR);
+        other_keys.metadata.name = Some("tier".into());
+        other_keys.spec.selector =
+            Some(serde_saphyr::from_str("matchLabels: {tier: frontend}").unwrap());
+        assert!(validate(&parse(SELECTOR), None, &[elsewhere, disjoint, other_keys]).is_empty());
     }
 }

@@ -718,7 +718,12 @@ pub fn validate(ss: &SidecarSet, old: Option<&SidecarSet>, ctx: &Context) -> Vec
     errors
 }
 
-/// Two SidecarSets can select the same Pod: their namespace scopes and selectors overlap.
+/// Two SidecarSets can select the same Pod: their namespace scopes and selectors overlap,
+/// selectors by upstream's rule ([`kruise_runtime::selector::overlapping`], as openkruise/kruise
+/// v1.9.0 pkg/webhook/sidecarset/validating/sidecarset_create_update_handler.go
+/// `validateSidecarConflict`). Namespaces are narrower than there: a SidecarSet pinned to
+/// a namespace meets another's namespaceSelector only when that namespace's labels (if it
+/// exists) match it.
 pub fn overlaps(a: &SidecarSet, b: &SidecarSet, namespaces: &dyn NamespaceLabels) -> bool {
     let scope_overlaps = match (
         (&a.spec.namespace, &a.spec.namespace_selector),
@@ -732,63 +737,14 @@ pub fn overlaps(a: &SidecarSet, b: &SidecarSet, namespaces: &dyn NamespaceLabels
                 .labels_of(n)
                 .is_none_or(|labels| matching::selects(sel, &labels))
         }
-        ((_, Some(sa)), (_, Some(sb))) => may_overlap(sa, sb),
+        ((_, Some(sa)), (_, Some(sb))) => kruise_runtime::selector::overlapping(sa, sb),
         _ => true,
     };
     scope_overlaps
         && match (&a.spec.selector, &b.spec.selector) {
-            (Some(sa), Some(sb)) => may_overlap(sa, sb),
+            (Some(sa), Some(sb)) => kruise_runtime::selector::overlapping(sa, sb),
             _ => false,
         }
-}
-
-/// Whether some label set satisfies both selectors (exact for set-based selectors: each
-/// key's constraints are intersected).
-pub fn may_overlap(a: &LabelSelector, b: &LabelSelector) -> bool {
-    #[derive(Default)]
-    struct Key {
-        within: Option<BTreeSet<String>>,
-        excluded: BTreeSet<String>,
-        exists: bool,
-        absent: bool,
-    }
-    let mut keys: BTreeMap<&str, Key> = BTreeMap::new();
-    for s in [a, b] {
-        for (k, v) in s.match_labels.iter().flatten() {
-            let key = keys.entry(k).or_default();
-            let set = BTreeSet::from([v.clone()]);
-            key.within = Some(match key.within.take() {
-                None => set,
-                Some(w) => w.intersection(&set).cloned().collect(),
-            });
-        }
-        for r in s.match_expressions.iter().flatten() {
-            let key = keys.entry(&r.key).or_default();
-            let values: BTreeSet<String> = r.values.iter().flatten().cloned().collect();
-            match r.operator.as_str() {
-                "In" => {
-                    key.within = Some(match key.within.take() {
-                        None => values,
-                        Some(w) => w.intersection(&values).cloned().collect(),
-                    })
-                }
-                "NotIn" => key.excluded.extend(values),
-                "Exists" => key.exists = true,
-                "DoesNotExist" => key.absent = true,
-                _ => {}
-            }
-        }
-    }
-    keys.values().all(|k| {
-        let must_exist = k.exists || k.within.is_some();
-        if k.absent && must_exist {
-            return false;
-        }
-        match &k.within {
-            Some(w) => w.iter().any(|v| !k.excluded.contains(v)),
-            None => true,
-        }
-    })
 }
 
 #[cfg(test)]

@@ -401,31 +401,6 @@ fn conflicts_with_overlapping_sidecarsets() {
 }
 
 #[test]
-fn selector_overlap_is_exact_for_set_based_selectors() {
-    let sel = |v: Value| -> LabelSelector { serde_json::from_value(v).unwrap() };
-    assert!(may_overlap(
-        &sel(json!({"matchLabels": {"a": "1"}})),
-        &sel(json!({"matchLabels": {"b": "2"}}))
-    ));
-    assert!(!may_overlap(
-        &sel(json!({"matchLabels": {"a": "1"}})),
-        &sel(json!({"matchLabels": {"a": "2"}}))
-    ));
-    assert!(!may_overlap(
-        &sel(json!({"matchLabels": {"a": "1"}})),
-        &sel(json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}))
-    ));
-    assert!(!may_overlap(
-        &sel(json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]})),
-        &sel(json!({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}))
-    ));
-    assert!(may_overlap(
-        &sel(json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1", "2"]}]})),
-        &sel(json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}))
-    ));
-}
-
-#[test]
 fn injection_revision_rules() {
     let empty = set(
         base(),
