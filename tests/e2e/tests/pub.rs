@@ -1040,6 +1040,15 @@ async fn invalid_and_conflicting_pubs_are_refused_and_both_gates_off_refuses_all
         err.contains("selector and targetRef cannot be modified"),
         "{err}"
     );
+    // Selectors on other keys do not conflict (upstream's loose overlap), though a Pod
+    // could carry both labels.
+    ns.apply(&pub_json(
+        "tier",
+        json!({"selector": {"matchLabels": {"tier": "web"}}, "maxUnavailable": 1}),
+        json!({}),
+    ))
+    .await
+    .expect("a PUB on another label key is accepted");
     ctl.stop().await;
 
     let _off = pub_controller_gates_off(&ns).await;
