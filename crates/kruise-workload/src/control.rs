@@ -417,6 +417,44 @@ fn owner_name(owner: &ObjectReference) -> &str {
 /// Runs `f` over `items` in batches of 1, 2, 4, … (each batch concurrently), stopping
 /// after the first batch with a failure: a quota or admission error then costs one
 /// request, not hundreds. Returns how many succeeded and the errors of the last batch.
+/// How many writes (other than creations, which [`slow_start`] paces) run at once.
+pub const CONCURRENT_WRITES: usize = 16;
+
+/// What one write of a [`bounded`] batch came to, besides an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    Done,
+    /// A PodUnavailableBudget refused the disruption (`kruise_pub::is_refusal`): held, not
+    /// failed.
+    HeldByBudget,
+}
+
+/// Runs `f` over `items`, [`CONCURRENT_WRITES`] at a time, trying every item whatever
+/// failed before: how many writes a PodUnavailableBudget held back, and the first error.
+pub async fn bounded<T, E, F, Fut>(items: impl IntoIterator<Item = T>, f: F) -> (usize, Option<E>)
+where
+    F: Fn(T) -> Fut,
+    Fut: Future<Output = Result<Written, E>>,
+{
+    let mut items = items.into_iter();
+    let (mut held, mut first_error) = (0, None);
+    loop {
+        let batch: Vec<Fut> = items.by_ref().take(CONCURRENT_WRITES).map(&f).collect();
+        if batch.is_empty() {
+            return (held, first_error);
+        }
+        for result in join_all(batch).await {
+            match result {
+                Ok(Written::Done) => {}
+                Ok(Written::HeldByBudget) => held += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+}
+
 pub async fn slow_start<T, E, F, Fut>(items: Vec<T>, f: F) -> (usize, Vec<E>)
 where
     F: Fn(T) -> Fut,
@@ -449,6 +487,24 @@ where
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn bounded_tries_everything_and_keeps_the_first_error() {
+        let seen = Mutex::new(Vec::new());
+        let (held, first) = bounded(0..40, |i: i32| {
+            seen.lock().unwrap().push(i);
+            async move {
+                match i {
+                    3 | 30 => Err(i),
+                    i if i % 10 == 0 => Ok(Written::HeldByBudget),
+                    _ => Ok(Written::Done),
+                }
+            }
+        })
+        .await;
+        assert_eq!(seen.lock().unwrap().len(), 40);
+        assert_eq!((held, first), (3, Some(3)));
+    }
 
     #[tokio::test]
     async fn slow_start_doubles_batches_and_stops_at_the_first_failing_batch() {

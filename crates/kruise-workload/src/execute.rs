@@ -16,12 +16,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::action::{Action, WRITES_PER_ROUND};
-use crate::control::{PatchKind, PodControl, slow_start};
+use crate::control::{PatchKind, PodControl, Written, bounded, slow_start};
 use crate::expectations::{Expectations, Expected, Observed};
 use kube::runtime::reflector::ObjectRef;
-
-/// How many Pod writes (other than creations) run at once.
-const CONCURRENT_WRITES: usize = 16;
 
 /// How soon to look again while the caches do not show an owner's writes yet.
 pub const EXPECTATION_POLL: Duration = Duration::from_millis(500);
@@ -49,12 +46,6 @@ impl Executed {
         }
         (self.held_by_budget > 0).then_some(BUDGET_POLL)
     }
-}
-
-/// One action's outcome.
-enum Done {
-    Written,
-    HeldByBudget,
 }
 
 /// The write side a workload controller shares across its reconciles: the Pod/PVC writer
@@ -257,28 +248,12 @@ impl Writer {
             .await;
             first_error = errors.into_iter().next();
         }
-        let mut executed = Executed::default();
-        let mut others = others.into_iter();
-        loop {
-            let batch: Vec<_> = others
-                .by_ref()
-                .take(CONCURRENT_WRITES)
-                .map(|a| self.run(owner, owner_uid, a))
-                .collect();
-            if batch.is_empty() {
-                break;
-            }
-            for result in futures::future::join_all(batch).await {
-                match result {
-                    Ok(Done::Written) => {}
-                    Ok(Done::HeldByBudget) => executed.held_by_budget += 1,
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        first_error.map_or(Ok(executed), Err)
+        let (held_by_budget, error) = bounded(others, |a| self.run(owner, owner_uid, a)).await;
+        let executed = Executed {
+            held_by_budget,
+            ..Executed::default()
+        };
+        first_error.or(error).map_or(Ok(executed), Err)
     }
 
     async fn create(
@@ -333,7 +308,7 @@ impl Writer {
         owner: &ObjectReference,
         uid: &str,
         action: Action<'_>,
-    ) -> Result<Done, kube::Error> {
+    ) -> Result<Written, kube::Error> {
         let name = action.object_name().to_string();
         if let (Action::UpdateInPlace { pod, .. }, Some(options)) = (&action, self.budget) {
             let client = self.control.client();
@@ -341,15 +316,15 @@ impl Writer {
             if let Some(denial) = refused {
                 tracing::info!(pod = %name, reason = %denial.message(), "in-place update held by a PodUnavailableBudget");
                 self.control.count("held_by_budget");
-                return Ok(Done::HeldByBudget);
+                return Ok(Written::HeldByBudget);
             }
         }
         match self.write(owner, uid, action).await {
-            Ok(()) => Ok(Done::Written),
+            Ok(()) => Ok(Written::Done),
             Err(e) if kruise_pub::is_refusal(&e) => {
                 tracing::info!(pod = %name, "{e}");
                 self.control.count("held_by_budget");
-                Ok(Done::HeldByBudget)
+                Ok(Written::HeldByBudget)
             }
             Err(e) => Err(e),
         }

@@ -20,7 +20,7 @@ pub mod testing;
 pub mod update;
 
 pub use action::{Action, Plan, WRITES_PER_ROUND, Warning, min_duration};
-pub use control::{PatchKind, PodControl, PodMessages, slow_start};
+pub use control::{PatchKind, PodControl, PodMessages, Written, bounded, slow_start};
 pub use execute::{Executed, Writer};
 pub use expectations::{Expectations, Expected, Observed};
 

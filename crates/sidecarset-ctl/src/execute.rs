@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kruise_api::apps_v1alpha1::SidecarSet;
-use kruise_workload::{Expected, PatchKind};
+use kruise_workload::{Expected, PatchKind, Written};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -11,9 +11,6 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::events;
 use crate::plan::{Plan, PodWrite, WriteKind};
-
-/// How many Pod writes run at once.
-const CONCURRENT_WRITES: usize = 16;
 
 /// The expectation key of a Pod: SidecarSets span namespaces.
 pub fn pod_key(pod: &Pod) -> String {
@@ -47,21 +44,15 @@ pub async fn execute(ctx: &Context, ss: &SidecarSet, plan: &Plan<'_>) -> Result<
         );
     }
 
-    let mut held = 0;
-    for batch in plan.writes.chunks(CONCURRENT_WRITES) {
-        let results =
-            futures::future::join_all(batch.iter().map(|w| write(ctx, &owner, &uid, w))).await;
-        for r in results {
-            match r {
-                Ok(()) => {}
-                Err(Error::Kube(e)) if kruise_pub::is_refusal(&e) => held += 1,
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
+    let (held, error) = kruise_workload::bounded(&plan.writes, |w| async {
+        match write(ctx, &owner, &uid, w).await {
+            Ok(()) => Ok(Written::Done),
+            Err(Error::Kube(e)) if kruise_pub::is_refusal(&e) => Ok(Written::HeldByBudget),
+            Err(e) => Err(e),
         }
-    }
-    first_error.map_or(Ok(held), Err)
+    })
+    .await;
+    first_error.or(error).map_or(Ok(held), Err)
 }
 
 fn expect(ctx: &Context, uid: &str, pod: &Pod, resource_version: Option<String>) {
