@@ -16,7 +16,7 @@ E2E_THREADS ?= 6
 .PHONY: help run up down cluster cluster-down crds crds-check lint unit e2e test bench conformance images deploy deps
 .PHONY: up-real e2e-real deploy-local undeploy-local bench-compare fuzz helm-test
 .PHONY: parity-fixtures
-.PHONY: chaos migration-test schema-parity test-versions
+.PHONY: chaos migration-test schema-parity test-versions conformance-1.32
 .PHONY: krew
 
 help:
@@ -94,6 +94,11 @@ parity-fixtures: ## regenerate tests/parity/expected.json and the Go struct tabl
 SUITE ?= all
 conformance: cluster ## OpenKruise v1.9.0's own e2e suite on the local cluster (not part of make test): SUITE=cloneset|sidecarset|statefulset|daemonset|broadcastjob|advancedcronjob|all [FOCUS=regex]; results in target/conformance/
 	@tests/conformance/run.sh $(SUITE)
+
+SUITE_1_32 ?= inplacevpa
+conformance-1.32: deps ## the e2e specs that need Kubernetes 1.32's in-place Pod resize (tests/conformance/k8s-1.32.txt) with the rest of their suite, on a 1.32 cluster of its own with real-0 and the alpha gate InPlacePodVerticalScaling (root; the default cluster down; not part of make test): [SUITE_1_32=inplacevpa]; results in target/conformance-1.32/
+	@tests/deps.sh --real-node
+	@tests/conformance/on-1.32.sh $(SUITE_1_32)
 
 FUZZ_SECONDS ?= 60
 fuzz: ## every fuzz target (cargo-fuzz, nightly; installed if missing) for FUZZ_SECONDS each (not part of make test): [FUZZ_SECONDS=60] [FUZZ_TARGET=name] [FUZZ_JOBS=1]; results in target/fuzz/summary.json

@@ -11,7 +11,10 @@
 # Ports can be moved with KRUISE_APISERVER_PORT, KRUISE_ETCD_PORT (and +1 for peers),
 # KRUISE_KCM_PORT, KRUISE_SCHEDULER_PORT; with KRUISE_LOCAL_DIR this runs a second, separate
 # cluster (make bench-compare does). KRUISE_APISERVER_ARGS: extra kube-apiserver flags
-# (space-separated), e.g. an audit policy. KRUISE_K8S_VERSION=1.32|1.33|1.34|1.37 (default 1.33,
+# (space-separated), e.g. an audit policy. KRUISE_K8S_FEATURE_GATES: Kubernetes feature gates
+# (`Name=true,...`) for the apiserver, controller-manager, scheduler and the real node's
+# kubelet, e.g. InPlacePodVerticalScaling=true on 1.32, where in-place Pod resize is alpha
+# (read at `up`: a running cluster keeps its gates). KRUISE_K8S_VERSION=1.32|1.33|1.34|1.37 (default 1.33,
 # k8s-version.sh): the Kubernetes version of the binaries; give it to `bin` and `status` too.
 #
 # Authorization: Node, RBAC, then the node agent's authorizer (write_authz_config): the
@@ -321,6 +324,8 @@ up() {
   fi
   local apiserver_extra=()
   read -r -a apiserver_extra <<<"${KRUISE_APISERVER_ARGS:-}"
+  local k8s_gates=()
+  [ -z "${KRUISE_K8S_FEATURE_GATES:-}" ] || k8s_gates=(--feature-gates "$KRUISE_K8S_FEATURE_GATES")
   # What differs from 1.37 on. The apiserver: no reconciler of the `kubernetes` Service's
   # endpoints, which would name the advertise address, 127.0.0.1; 1.37 refuses to start
   # so ("cannot use public IP 127.0.0.1 with endpoint reconciler": Endpoints and
@@ -356,7 +361,8 @@ up() {
     --allow-privileged=true --enable-priority-and-fairness=false \
     --max-requests-inflight 2000 --max-mutating-requests-inflight 1000 \
     --event-ttl 30m --profiling=false --v=1 ${apiserver_real_node[@]+"${apiserver_real_node[@]}"} \
-    ${apiserver_version[@]+"${apiserver_version[@]}"} ${apiserver_extra[@]+"${apiserver_extra[@]}"}
+    ${apiserver_version[@]+"${apiserver_version[@]}"} ${apiserver_extra[@]+"${apiserver_extra[@]}"} \
+    ${k8s_gates[@]+"${k8s_gates[@]}"}
   wait_for "kube-apiserver" 90 kc get --raw=/readyz
   [ "$real_node" = 1 ] && touch "$run/real-node"
 
@@ -370,11 +376,12 @@ up() {
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=false \
     --controllers "$kcm_controllers" \
-    --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 --profiling=false --v=1
+    --kube-api-qps 200 --kube-api-burst 400 --concurrent-gc-syncs 20 --profiling=false --v=1 \
+    ${k8s_gates[@]+"${k8s_gates[@]}"}
   start kube-scheduler "$bin/kube-scheduler" \
     --kubeconfig "$kubeconfig" --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$scheduler_port" \
-    --kube-api-qps 200 --kube-api-burst 400 --profiling=false --v=1
+    --kube-api-qps 200 --kube-api-burst 400 --profiling=false --v=1 ${k8s_gates[@]+"${k8s_gates[@]}"}
   start kwok "$bin/kwok" --kubeconfig "$kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
     --node-lease-duration-seconds 40 --cidr 10.244.0.0/16 --node-ip 10.1.0.1 \

@@ -487,6 +487,11 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 10s
 EOF
+  # cluster.sh's KRUISE_K8S_FEATURE_GATES (Name=true,...), as the kubelet's featureGates.
+  if [ -n "${KRUISE_K8S_FEATURE_GATES:-}" ]; then
+    echo "featureGates:" >>"$node/kubelet.yaml"
+    tr ',' '\n' <<<"$KRUISE_K8S_FEATURE_GATES" | sed -n 's/^ *\([A-Za-z0-9]*\)=\(true\|false\) *$/  \1: \2/p' >>"$node/kubelet.yaml"
+  fi
   pid_alive kubelet || start kubelet "$kubelet" --config "$node/kubelet.yaml" \
     --kubeconfig "$node/kubelet.kubeconfig" --root-dir "$node/kubelet" \
     --hostname-override "$node_name" --node-ip "$ip" \

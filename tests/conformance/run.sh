@@ -24,13 +24,17 @@
 # - one `--ginkgo.label-filter` run per suite (the Describe labels: CloneSet, SidecarSet,
 #   StatefulSet, which select both API versions' specs), one spec at a time, fixed seed;
 #   specs listed in skips.txt are skipped (`--ginkgo.skip`, anchored on the full text
-#   "Kruise e2e suite <texts>"), each with its written reason.
+#   "Kruise e2e suite <texts>"), each with its written reason; so are the specs of
+#   k8s-1.32.txt, except on Kubernetes 1.32 with in-place Pod resize on
+#   (`make conformance-1.32`), where they run on real-0 as those of real-node.txt.
 # - the specs of real-node.txt need a real kubelet and container runtime (exec, probes,
 #   PostStart hooks, crashing containers, kruise-daemon): they are skipped on the kwok
 #   nodes and, when the cluster has the real node real-0 (`make up-real`), run in a
 #   second pass of the suite on real-0 alone (every kwok node tainted, real-0 untainted,
 #   the stand-in images of stand-in-images.sh in its registry); without real-0 the
-#   summary lists them as skipped with what they need. An entry belongs to the suite whose
+#   summary lists them as skipped with what they need. The pull suites (imagepulljob,
+#   imagelistpulljob) run their entries one at a time, each on a cold image cache behind a
+#   slow registry (cold-pull.sh). An entry belongs to the suite whose
 #   Ginkgo label its text starts with (CloneSet, StatefulSet, ...).
 # - the suite reads only $KUBECONFIG (its --kubeconfig flag is ignored) and looks for the
 #   kruise-configuration ConfigMap and ControllerRevisions in $POD_NAMESPACE (kruise-system).
@@ -289,7 +293,12 @@ json.dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout)' >"$
       ;;
   esac
 }
+cold_pull=false
 suite_teardown() {
+  if $cold_pull; then
+    "$here/cold-pull.sh" off || log "could not give real-0 its fast registry mirrors back (cold-pull.sh off)"
+    cold_pull=false
+  fi
   if $kind_workers; then
     kind_workers_teardown
   fi
@@ -316,9 +325,23 @@ suite_teardown() {
 }
 trap 'suite_teardown; restore' EXIT
 
-real_list=$here/real-node.txt
-skip_re=$("$report" regex "$here/skips.txt" "$real_list")
-only_skips_re=$("$report" regex "$here/skips.txt")
+# k8s-1.32.txt: specs that need Kubernetes 1.32's in-place Pod resize (the alpha gate
+# InPlacePodVerticalScaling on; `make conformance-1.32`). On such a cluster they join the
+# real node's specs (they need its kubelet), anywhere else the skipped ones.
+lists=$(mktemp -d)
+server_minor=$(kc version -o json | jq -r '.serverVersion.minor' | tr -dc 0-9)
+if [ "$server_minor" = 32 ] && kc get --raw /api/v1 | jq -e '.resources[] | select(.name == "pods/resize")' >/dev/null; then
+  log "Kubernetes 1.32 with in-place Pod resize: the specs of k8s-1.32.txt run on $real_node"
+  cp "$here/skips.txt" "$lists/skips.txt"
+  cat "$here/real-node.txt" "$here/k8s-1.32.txt" >"$lists/real-node.txt"
+else
+  cat "$here/skips.txt" "$here/k8s-1.32.txt" >"$lists/skips.txt"
+  cp "$here/real-node.txt" "$lists/real-node.txt"
+fi
+skips_list=$lists/skips.txt
+real_list=$lists/real-node.txt
+skip_re=$("$report" regex "$skips_list" "$real_list")
+only_skips_re=$("$report" regex "$skips_list")
 suite_run() { # json-report focus-regex
   # The binary exits non-zero when a spec fails; the summary below says which.
   (cd "$out" && PATH=${suite_path:+$suite_path:}$PATH KUBECONFIG=$kubeconfig POD_NAMESPACE=${POD_NAMESPACE:-kruise-system} \
@@ -344,10 +367,29 @@ for s in "${suites[@]}"; do
   # The suite's specs of real-node.txt (and of FOCUS), on real-0 alone.
   real_re=$("$report" regex -match "^Kruise e2e suite $label " ${FOCUS:+-match "$FOCUS"} "$real_list")
   if [ -n "$real_re" ] && [ -f "$state/run/real-node" ]; then
-    "$here/stand-in-images.sh"
-    pods_only_on_real_node "suite $s, the specs of real-node.txt"
     start=$SECONDS
-    suite_run "$out/$s.real-node.json" "$real_re" "$only_skips_re" | tee -a "$out/$s.log"
+    case $s in
+      imagepulljob | imagelistpulljob)
+        # The pull suites' specs of real-node.txt need a pull that lasts: each runs alone,
+        # after real-0 forgot the stand-in images, behind a slow registry (cold-pull.sh).
+        daemon_setup "$s"
+        mapfile -t each_re < <("$report" regex -match "^Kruise e2e suite $label " ${FOCUS:+-match "$FOCUS"} -each "$real_list")
+        parts=()
+        cold_pull=true
+        for i in "${!each_re[@]}"; do
+          "$here/cold-pull.sh" on
+          suite_run "$out/$s.real-node.$i.json" "${each_re[$i]}" "$only_skips_re" | tee -a "$out/$s.log"
+          parts+=("$out/$s.real-node.$i.json")
+        done
+        jq -s add "${parts[@]}" >"$out/$s.real-node.json"
+        rm -f "${parts[@]}"
+        ;;
+      *)
+        "$here/stand-in-images.sh"
+        pods_only_on_real_node "suite $s, the specs of real-node.txt"
+        suite_run "$out/$s.real-node.json" "$real_re" "$only_skips_re" | tee -a "$out/$s.log"
+        ;;
+    esac
     log "suite $s on $real_node took $((SECONDS - start))s"
     suite_teardown
   elif [ -n "$real_re" ]; then
@@ -356,7 +398,8 @@ for s in "${suites[@]}"; do
 done
 
 set +e
-"$report" summarize -skips "$here/skips.txt" -real-node "$real_list" -dir "$out" "${filters[@]}" | tee "$out/summary.md"
+"$report" summarize -skips "$skips_list" -real-node "$real_list" -dir "$out" "${filters[@]}" | tee "$out/summary.md"
 status=${PIPESTATUS[0]}
 log "summary in $out/summary.md, JUnit in $out/<suite>.junit.xml"
+rm -rf "$lists"
 exit "$status"

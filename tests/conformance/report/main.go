@@ -5,7 +5,8 @@
 //	    prints the regex matching the entries of the LISTs (tests/conformance/skips.txt,
 //	    real-node.txt: "<spec full text> :: <reason>"), for --ginkgo.skip or --ginkgo.focus,
 //	    or an empty line when none; with -match, only the entries whose "Kruise e2e suite
-//	    <text>" every RE matches; fails when an entry has no reason
+//	    <text>" every RE matches; with -each, one regex per entry, a line each (none
+//	    when no entry is kept); fails when an entry has no reason
 //	conformance-report summarize -skips SKIPS -real-node LIST -dir DIR SUITE=LABELFILTER...
 //	    reads DIR/SUITE.json (Ginkgo's JSON report of the run on the kwok nodes, where the
 //	    entries of SKIPS and LIST were skipped) and DIR/SUITE.real-node.json when it exists
@@ -357,7 +358,7 @@ func indent(s string) string {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... LIST... | summarize -skips SKIPS [-real-node LIST] -dir DIR SUITE=LABELFILTER...")
+		fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... [-each] LIST... | summarize -skips SKIPS [-real-node LIST] -dir DIR SUITE=LABELFILTER...")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -369,9 +370,10 @@ func main() {
 			keep = append(keep, r)
 			return err
 		})
+		each := fs.Bool("each", false, "one regex per entry, a line each, to run the entries one at a time")
 		_ = fs.Parse(os.Args[2:])
 		if fs.NArg() == 0 {
-			fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... LIST...")
+			fmt.Fprintln(os.Stderr, "usage: conformance-report regex [-match RE]... [-each] LIST...")
 			os.Exit(2)
 		}
 		kept := func(text string) bool {
@@ -394,6 +396,12 @@ func main() {
 					all = append(all, e)
 				}
 			}
+		}
+		if *each {
+			for _, e := range all {
+				fmt.Println(specRegex([]skip{e}))
+			}
+			return
 		}
 		fmt.Println(specRegex(all))
 	case "summarize":
