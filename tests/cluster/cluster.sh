@@ -405,7 +405,7 @@ case "${1:-}" in
     ;;
   status)
     bin=$(bin_dir | tail -n 1)
-    all_alive && kc get --raw=/readyz >/dev/null 2>&1
+    all_alive && kc get --raw=/readyz >/dev/null 2>&1 || exit 1
     [ ! -f "$run/real-node" ] || "$here/node.sh" status
     ;;
   bin) bin_dir | tail -n 1 ;;
