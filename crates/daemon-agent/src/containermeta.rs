@@ -16,7 +16,9 @@
 //!    hash differs from the hash of the Pod's current metadata is stopped through the CRI
 //!    (`StopContainer` with the Pod's grace period), 3 s after the agent first sees it so
 //!    (as upstream's restart queue waits: the kubelet must have the new metadata by the
-//!    time it restarts the container); the kubelet starts it again with the
+//!    time it restarts the container), and then whatever became of the update (a newer
+//!    revision changing only resources may complete it meanwhile), as upstream's queue
+//!    does ([`queued_stops`]); the kubelet starts it again with the
 //!    new values, the new container ID is read and recorded, and the workload controller,
 //!    seeing the recorded hash equal the expected one, completes the update.
 //!
@@ -235,6 +237,26 @@ pub fn plan(
     MetaPlan { set, stop }
 }
 
+/// The Pod's running containers among `queued` (container IDs a stop was planned for
+/// earlier) that `planned` does not hold already. A queued stop goes ahead even when the
+/// Pod has left its in-place update meanwhile (a newer revision that changes only
+/// resources completes without a restart): kruise-daemon's restart queue stops a queued
+/// container whatever became of the Pod, as long as it still runs (openkruise/kruise
+/// v1.9.0 pkg/daemon/containermeta/container_meta_restarter.go `sync`).
+pub fn queued_stops(pod: &Pod, queued: &HashSet<String>, planned: &[Stop]) -> Vec<Stop> {
+    statuses(pod)
+        .iter()
+        .filter(|s| s.state.as_ref().is_some_and(|st| st.running.is_some()))
+        .filter_map(|s| {
+            let id = s.container_id.as_deref()?;
+            (queued.contains(id) && !planned.iter().any(|p| p.container_id == id)).then(|| Stop {
+                name: s.name.clone(),
+                container_id: id.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// How long a stop seen first at `first_seen` still waits at `now` (`STOP_DELAY`);
 /// `None`: stop now.
 pub fn stop_wait(first_seen: Instant, now: Instant) -> Option<Duration> {
@@ -356,8 +378,19 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if recorded.as_ref() != Some(&plan.set) {
         record(&ctx, &pod, &plan.set).await?;
     }
+    let queued: HashSet<String> = ctx
+        .stale_since
+        .lock()
+        .map(|seen| seen.keys().cloned().collect())
+        .unwrap_or_default();
+    let stops: Vec<Stop> = plan
+        .stop
+        .iter()
+        .cloned()
+        .chain(queued_stops(&pod, &queued, &plan.stop))
+        .collect();
     let mut wait: Option<Duration> = None;
-    for stop in &plan.stop {
+    for stop in &stops {
         let now = Instant::now();
         let left = ctx
             .stale_since
@@ -500,6 +533,42 @@ mod tests {
         );
         assert_eq!(stop_wait(seen, seen + Duration::from_secs(3)), None);
         assert_eq!(stop_wait(seen, seen + Duration::from_secs(60)), None);
+    }
+
+    #[test]
+    fn a_queued_stop_survives_the_end_of_the_update() {
+        // The Pod left its in-place update (InPlaceUpdateReady True): nothing is planned,
+        // but `app`, queued while the update ran, is still stopped; `side` never was.
+        let p = pod(
+            "v2",
+            false,
+            app_and_side("containerd://a1", "containerd://s1"),
+        );
+        let queued = HashSet::from([
+            "containerd://a1".to_string(),
+            "containerd://gone".to_string(),
+        ]);
+        assert_eq!(
+            queued_stops(&p, &queued, &[]),
+            vec![Stop {
+                name: "app".into(),
+                container_id: "containerd://a1".into()
+            }]
+        );
+        // Already planned: not twice.
+        let planned = [Stop {
+            name: "app".into(),
+            container_id: "containerd://a1".into(),
+        }];
+        assert!(queued_stops(&p, &queued, &planned).is_empty());
+        // A container that no longer runs is left alone.
+        let exited = pod(
+            "v2",
+            false,
+            json!([{"name": "app", "containerID": "containerd://a1", "restartCount": 0,
+            "ready": false, "image": "i", "imageID": "", "state": {"terminated": {"exitCode": 0}}}]),
+        );
+        assert!(queued_stops(&exited, &queued, &[]).is_empty());
     }
 
     #[test]
