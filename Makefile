@@ -4,7 +4,7 @@
 #   make test    lint, unit tests, e2e tests on the local cluster (installs what it needs)
 #
 # The rest: up / down (run in the background), cluster / cluster-down, crds, lint, unit,
-# e2e, test-versions, bench, bench-compare, conformance, fuzz, chaos, images, krew, deploy; with the real node
+# e2e, test-versions, bench, bench-compare, conformance, conformance-1.32, fuzz, chaos, images, krew, deploy; with the real node
 # (root; make test adds it when run as root): up-real, e2e-real, deploy-local. Everything
 # lands under .local/ (kubeconfig, logs).
 
