@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 /// `IsSelectorOverlapping`: overlapping unless either selector is disjoint from the other
-/// by [`disjoint`]'s one-sided reading.
+/// by the one-sided reading of `isDisjoint` (below).
 pub fn overlapping(a: &LabelSelector, b: &LabelSelector) -> bool {
     !(disjoint(a, b) || disjoint(b, a))
 }
