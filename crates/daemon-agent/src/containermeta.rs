@@ -237,19 +237,19 @@ pub fn plan(
     MetaPlan { set, stop }
 }
 
-/// The Pod's running containers among `queued` (container IDs a stop was planned for
-/// earlier) that `planned` does not hold already. A queued stop goes ahead even when the
+/// The Pod's running containers that `is_queued` (container IDs a stop was planned for
+/// earlier) and that `planned` does not hold already. A queued stop goes ahead even when the
 /// Pod has left its in-place update meanwhile (a newer revision that changes only
 /// resources completes without a restart): kruise-daemon's restart queue stops a queued
 /// container whatever became of the Pod, as long as it still runs (openkruise/kruise
 /// v1.9.0 pkg/daemon/containermeta/container_meta_restarter.go `sync`).
-pub fn queued_stops(pod: &Pod, queued: &HashSet<String>, planned: &[Stop]) -> Vec<Stop> {
+pub fn queued_stops(pod: &Pod, is_queued: impl Fn(&str) -> bool, planned: &[Stop]) -> Vec<Stop> {
     statuses(pod)
         .iter()
         .filter(|s| s.state.as_ref().is_some_and(|st| st.running.is_some()))
         .filter_map(|s| {
             let id = s.container_id.as_deref()?;
-            (queued.contains(id) && !planned.iter().any(|p| p.container_id == id)).then(|| Stop {
+            (is_queued(id) && !planned.iter().any(|p| p.container_id == id)).then(|| Stop {
                 name: s.name.clone(),
                 container_id: id.to_string(),
             })
@@ -378,17 +378,13 @@ async fn reconcile(pod: Arc<Pod>, ctx: Arc<Context>) -> Result<Action, Error> {
     if recorded.as_ref() != Some(&plan.set) {
         record(&ctx, &pod, &plan.set).await?;
     }
-    let queued: HashSet<String> = ctx
+    // The map is only looked up under its lock, not copied: this runs on every Pod event.
+    let queued = ctx
         .stale_since
         .lock()
-        .map(|seen| seen.keys().cloned().collect())
+        .map(|seen| queued_stops(&pod, |id| seen.contains_key(id), &plan.stop))
         .unwrap_or_default();
-    let stops: Vec<Stop> = plan
-        .stop
-        .iter()
-        .cloned()
-        .chain(queued_stops(&pod, &queued, &plan.stop))
-        .collect();
+    let stops: Vec<Stop> = plan.stop.iter().cloned().chain(queued).collect();
     let mut wait: Option<Duration> = None;
     for stop in &stops {
         let now = Instant::now();
@@ -549,7 +545,7 @@ mod tests {
             "containerd://gone".to_string(),
         ]);
         assert_eq!(
-            queued_stops(&p, &queued, &[]),
+            queued_stops(&p, |id| queued.contains(id), &[]),
             vec![Stop {
                 name: "app".into(),
                 container_id: "containerd://a1".into()
@@ -560,7 +556,7 @@ mod tests {
             name: "app".into(),
             container_id: "containerd://a1".into(),
         }];
-        assert!(queued_stops(&p, &queued, &planned).is_empty());
+        assert!(queued_stops(&p, |id| queued.contains(id), &planned).is_empty());
         // A container that no longer runs is left alone.
         let exited = pod(
             "v2",
@@ -568,7 +564,7 @@ mod tests {
             json!([{"name": "app", "containerID": "containerd://a1", "restartCount": 0,
             "ready": false, "image": "i", "imageID": "", "state": {"terminated": {"exitCode": 0}}}]),
         );
-        assert!(queued_stops(&exited, &queued, &[]).is_empty());
+        assert!(queued_stops(&exited, |id| queued.contains(id), &[]).is_empty());
     }
 
     #[test]
