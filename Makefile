@@ -81,8 +81,9 @@ bench: cluster ## benchmarks on the local cluster (not part of make test); resul
 	cargo build --release --quiet --bins
 	KUBECONFIG=$(KUBECONFIG_LOCAL) cargo test -p kruise-e2e --quiet -- --ignored --test-threads=1 --nocapture bench_
 
-bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000 [BENCH_INPLACE=0]; results in target/bench/compare.json
-	cargo build --release --quiet -p cloneset-ctl
+bench-compare: deps ## ours vs upstream kruise-manager v1.9.0, side by side on a second cluster of its own (not part of make test): BENCH_PODS=1000 [BENCH_INPLACE=0 BENCH_QPS=30 BENCH_BURST=50 BENCH_WORKERS=3 BENCH_PERF=1]; results in target/bench/compare.json
+	cargo build --release --quiet -p cloneset-ctl -p bench-floor
+	@if [ -n "$(BENCH_PERF)" ] && [ "$(BENCH_PERF)" != 0 ]; then cargo build --profile profiling --quiet -p cloneset-ctl; fi
 	@tests/bench/compare.sh
 
 migration-test: deps ## a live switch from upstream kruise-manager v1.9.0 to ours and back, on a cluster of its own (not part of make test): 0 Pod writes, no Pod recreated, no new revision, rollouts after each switch; results in target/migration/summary.json

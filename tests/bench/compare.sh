@@ -15,7 +15,19 @@
 #             kruise-{mutating,validating}-webhook-configuration (created fresh each run),
 #             the CloneSet created as v1beta1 (its controller's version)
 #
-# Same client limits for both: 30 QPS, burst 50, 3 CloneSet workers. The workload: a
+# Same client limits for both: 30 QPS, burst 50, 3 CloneSet workers by default
+# (BENCH_QPS, BENCH_BURST, BENCH_WORKERS: ours KRUISE_KUBE_QPS/_BURST/KRUISE_WORKERS,
+# upstream --rest-config-qps/-burst and --cloneset-workers). A third side, the floor:
+#
+#   floor     bench-floor (tests/bench/floor), a client that makes exactly
+#             the API-minimum requests for the same outcome (scale: N creates and one
+#             status patch each; in place: per Pod InPlaceUpdateReady=False, the image,
+#             InPlaceUpdateReady=True, 20% of the Pods at a time) at the same limits with
+#             16 writes in flight (the controllers' bound) and no controller logic: the
+#             fastest this cluster allows at these limits. Each side's wall time is also
+#             given as a ratio to it.
+#
+# The workload: a
 # CloneSet of BENCH_PODS (default 1000) Pods, InPlaceIfPossible, maxUnavailable 20%, on kwok
 # nodes. Phases, each timed until the status describes the current generation:
 #
@@ -33,10 +45,17 @@
 # A table on stdout, everything in target/bench/compare.json; the audit log and the
 # controllers' logs stay in target/bench/cluster/logs/ until the next run.
 #
-# Knobs: BENCH_PODS=1000, BENCH_ONLY=ours|upstream (one side only, for debugging),
+# Knobs: BENCH_PODS=1000, BENCH_ONLY=ours|upstream|floor (one side only, for debugging),
+# BENCH_QPS=30, BENCH_BURST=50, BENCH_WORKERS=3,
 # BENCH_INPLACE=0 (leave the in-place phase out: at 10 000 Pods it is most of an hour a side;
 # peak RSS is then that of the scale-up),
 # BENCH_CTL_BIN (default target/release/cloneset-ctl; the static one of `make images` works),
+# BENCH_FLOOR_BIN (default target/release/bench-floor),
+# BENCH_PERF=1 (perf samples each controller, 499 Hz, from the CloneSet's creation to its
+# restart: target/bench/perf-<side>.txt, self time by binary and symbol; ours then defaults
+# to target/profiling/cloneset-ctl, the release build with symbols, and
+# make bench-compare builds that; BENCH_PERF=callgraph: DWARF call graphs at 99 Hz and
+# time by symbol including callees, to see what the allocations and syscalls serve),
 # BENCH_PORT_BASE=17000 (below the ephemeral port range, where a client socket can take a
 # port: 36380 once was; apiserver +443, etcd +379/+380, controller-manager +257,
 # scheduler +259, our admin +80 and webhook +81, upstream's metrics +90, probes +91,
@@ -51,9 +70,9 @@ inplace_phase=${BENCH_INPLACE:-1}
 out=$root/target/bench
 state=$out/cluster
 base=${BENCH_PORT_BASE:-17000}
-qps=30
-burst=50
-workers=3
+qps=${BENCH_QPS:-30}
+burst=${BENCH_BURST:-50}
+workers=${BENCH_WORKERS:-3}
 
 export KRUISE_LOCAL_DIR=$state KRUISE_REAL_NODE=0
 export KRUISE_APISERVER_PORT=$((base + 443)) KRUISE_ETCD_PORT=$((base + 379))
@@ -71,7 +90,10 @@ log() { echo "bench-compare: $(date -u +%H:%M:%S) $*" >&2; }
 die() { log "$*"; exit 1; }
 
 command -v jq >/dev/null || die "jq is required (apt-get install jq)"
-case $only in "" | ours | upstream) ;; *) die "BENCH_ONLY is ours or upstream" ;; esac
+case $only in "" | ours | upstream | floor) ;; *) die "BENCH_ONLY is ours, upstream or floor" ;; esac
+[[ $qps =~ ^[1-9][0-9]*$ ]] || die "BENCH_QPS must be a positive whole number"
+[[ $burst =~ ^[1-9][0-9]*$ ]] || die "BENCH_BURST must be a positive whole number"
+[[ $workers =~ ^[1-9][0-9]*$ ]] || die "BENCH_WORKERS must be a positive whole number"
 [[ $pods =~ ^[1-9][0-9]*$ ]] || die "BENCH_PODS must be a positive number"
 case $inplace_phase in 0 | 1) ;; *) die "BENCH_INPLACE is 0 or 1" ;; esac
 
@@ -82,10 +104,23 @@ for p in "$KRUISE_APISERVER_PORT" "$KRUISE_ETCD_PORT" $((KRUISE_ETCD_PORT + 1)) 
   fi
 done
 
-ctl_bin=${BENCH_CTL_BIN:-$root/target/release/cloneset-ctl}
-[ "$only" = upstream ] || [ -x "$ctl_bin" ] || die "build it first: cargo build --release -p cloneset-ctl (make bench-compare does)"
-manager_bin=$("$here/upstream/build.sh" | tail -n 1)
-upstream_dir=$(cd "$here/upstream" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
+perf=${BENCH_PERF:-0}
+case $perf in 0 | 1 | callgraph) ;; *) die "BENCH_PERF is 0, 1 or callgraph" ;; esac
+if [ "$perf" != 0 ]; then
+  command -v perf >/dev/null || die "BENCH_PERF=1 needs perf (apt-get install linux-perf)"
+  ctl_bin=${BENCH_CTL_BIN:-$root/target/profiling/cloneset-ctl}
+else
+  ctl_bin=${BENCH_CTL_BIN:-$root/target/release/cloneset-ctl}
+fi
+floor_bin=${BENCH_FLOOR_BIN:-$root/target/release/bench-floor}
+case $only in "" | ours) [ -x "$ctl_bin" ] || die "build it first: cargo build --release -p cloneset-ctl (make bench-compare does)" ;; esac
+case $only in "" | floor) [ -x "$floor_bin" ] || die "build it first: cargo build --release -p bench-floor (make bench-compare does)" ;; esac
+case $only in
+  "" | upstream)
+    manager_bin=$("$here/upstream/build.sh" | tail -n 1)
+    upstream_dir=$(cd "$here/upstream" && GOFLAGS=-mod=readonly go list -m -f '{{.Dir}}' github.com/openkruise/kruise)
+    ;;
+esac
 bin=$("$root/tests/cluster/cluster.sh" bin)
 kc() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 
@@ -211,6 +246,15 @@ measure() { # name start-function resource ua-prefix manifest-json
   local idle_rss
   idle_rss=$(mem_kib "$pid" VmRSS)
   local o0 c0 t0 t1 o1 c1 t2 t3 o2 c2
+  local perf_pid=""
+  local perf_record=(-F 499) perf_report=(--no-children --sort dso,symbol)
+  if [ "$perf" = callgraph ]; then
+    perf_record=(-F 99 --call-graph dwarf,16384) perf_report=(--children --sort symbol -g none)
+  fi
+  if [ "$perf" != 0 ]; then
+    perf record "${perf_record[@]}" -p "$pid" -o "$out/perf-$name.data" >>"$state/logs/perf-$name.log" 2>&1 &
+    perf_pid=$!
+  fi
   o0=$(audit_size) c0=$(cpu_seconds "$pid")
   log "$name: creating a CloneSet of $pods"
   t0=$(now)
@@ -220,21 +264,28 @@ measure() { # name start-function resource ua-prefix manifest-json
   log "$name: $pods Ready in $(sub "$t1" "$t0") s"
   quiesce "$ua"
   o1=$(audit_size) c1=$(cpu_seconds "$pid")
-  t2=$(now)
+  t2=$(now) t3=$t2
   if [ "$inplace_phase" = 1 ]; then
     log "$name: changing the image (in place)"
     kc -n "$ns" patch "$resource" bench --type=json \
       -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.27"}]' >/dev/null
     wait_done "$resource" "$pods updated in place" "$update_done" 1800
-    log "$name: $pods updated in place in $(sub "$(now)" "$t2") s"
+    t3=$(now)
+    log "$name: $pods updated in place in $(sub "$t3" "$t2") s"
     quiesce "$ua"
   fi
-  t3=$(now)
   o2=$(audit_size) c2=$(cpu_seconds "$pid")
   local hwm rss
   hwm=$(mem_kib "$pid" VmHWM) rss=$(mem_kib "$pid" VmRSS)
   local inplace_restarts
   inplace_restarts=$(kc -n "$ns" get pods -o json | jq '[.items[].status.containerStatuses[0].restartCount] | add')
+  if [ -n "$perf_pid" ]; then
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    perf report -i "$out/perf-$name.data" --stdio "${perf_report[@]}" --percent-limit 0.3 \
+      | grep -v '^#' | sed 's/  *$//' >"$out/perf-$name.txt" 2>>"$state/logs/perf-$name.log" || true
+    log "$name: perf profile in $out/perf-$name.txt"
+  fi
   log "$name: restarting it with $pods Pods in place"
   stop_pid "$pid"
   local o3 t4 t5 t6 o4 c4
@@ -251,30 +302,14 @@ measure() { # name start-function resource ua-prefix manifest-json
   scale=$(summarize "$o0" "$o1" "$ua")
   inplace=$(summarize "$o1" "$o2" "$ua")
   restart=$(summarize "$o3" "$o4" "$ua")
-  jq -n --arg name "$name" --argjson pods "$pods" \
+  jq -n --arg name "$name" --argjson pods "$pods" --argjson qps "$qps" \
     --argjson scale "$scale" --argjson inplace "$inplace" --argjson restart "$restart" \
     --arg ts "$(sub "$t1" "$t0")" --arg tu "$(sub "$t3" "$t2")" \
     --arg cs "$(sub "$c1" "$c0")" --arg cu "$(sub "$c2" "$c1")" \
     --arg tr "$(sub "$t5" "$t4")" --arg ti "$(sub "$t6" "$t4")" --arg cr "$c4" \
     --argjson idle_rss "$idle_rss" --argjson restart_rss "$restart_rss" \
     --argjson hwm "$hwm" --argjson rss "$rss" --argjson restarts "$inplace_restarts" \
-    --argjson with_inplace "$inplace_phase" '
-    def r2: . * 100 | round / 100;
-    def phase($p; $secs; $cpu): {
-      seconds: ($secs | tonumber | r2),
-      cpu_seconds: ($cpu | tonumber | r2),
-      pod_requests: $p.pods,
-      pod_response_codes: $p.pod_codes,
-      pod_writes_per_pod: ([$p.pods | to_entries[] | select(.key | test("^(create|patch|update|delete)")) | .value] | add // 0 | . / $pods | r2),
-      pod_writes_per_pod_by_verb: ($p.pods | with_entries(select(.key | test("^(create|patch|update|delete)")) | .value = (.value / $pods | r2))),
-      pod_gets_per_pod: (($p.pods.get // 0) / $pods | r2),
-      pod_conflicts_per_pod: (($p.pod_codes["409"] // 0) / $pods | r2),
-      requests: $p.requests,
-      requests_per_pod: ($p.requests / $pods | r2),
-      qps_floor_seconds: ($p.requests / 30 | r2),
-      requests_by_resource: $p.by_resource,
-      user_agents: $p.user_agents
-    };
+    --argjson with_inplace "$inplace_phase" "$phase_jq"'
     {implementation: $name, pods: $pods,
      scale: phase($scale; $ts; $cs),
      inplace: (if $with_inplace == 1 then phase($inplace; $tu; $cu) + {container_restarts: $restarts} else null end),
@@ -294,6 +329,26 @@ measure() { # name start-function resource ua-prefix manifest-json
   kc delete namespace "$ns" --timeout=1800s >/dev/null
   stop_pid "$pid"
 }
+
+# One phase's figures from its audit summary ($p), wall time and CPU seconds ("" when
+# not measured); $pods and $qps are bound by the caller.
+phase_jq='
+    def r2: . * 100 | round / 100;
+    def phase($p; $secs; $cpu): {
+      seconds: ($secs | tonumber | r2),
+      cpu_seconds: (if $cpu == "" then null else $cpu | tonumber | r2 end),
+      pod_requests: $p.pods,
+      pod_response_codes: $p.pod_codes,
+      pod_writes_per_pod: ([$p.pods | to_entries[] | select(.key | test("^(create|patch|update|delete)")) | .value] | add // 0 | . / $pods | r2),
+      pod_writes_per_pod_by_verb: ($p.pods | with_entries(select(.key | test("^(create|patch|update|delete)")) | .value = (.value / $pods | r2))),
+      pod_gets_per_pod: (($p.pods.get // 0) / $pods | r2),
+      pod_conflicts_per_pod: (($p.pod_codes["409"] // 0) / $pods | r2),
+      requests: $p.requests,
+      requests_per_pod: ($p.requests / $pods | r2),
+      qps_floor_seconds: ($p.requests / $qps | r2),
+      requests_by_resource: $p.by_resource,
+      user_agents: $p.user_agents
+    };'
 
 stop_pid() {
   kill "$1" 2>/dev/null || true
@@ -315,6 +370,9 @@ wait_ready() { # name pid url
 # With its CA in a Secret, as kustomize deploys it: a CA made anew at each start rewrites
 # the CRD's conversion caBundle, which ends every CloneSet watch, and the restart phase
 # then measured 2 s of relisting (2000 Pods: idle 2.74 s with it, 0.58 s without).
+# No foreign Lease to watch for (KRUISE_FOREIGN_LEADER_LEASES empty): kruise-manager is
+# stopped while ours runs, and the check's GET every 3 s would keep quiesce from ever
+# seeing 3 s without a request.
 start_ours() {
   KUBECONFIG=$kubeconfig \
     KRUISE_ADMIN_ADDR=127.0.0.1:$ours_admin \
@@ -322,7 +380,7 @@ start_ours() {
     KRUISE_WEBHOOK_URL=https://127.0.0.1:$ours_webhook \
     KRUISE_NAMESPACE=kruise-system \
     KRUISE_WEBHOOK_CA_SECRET=cloneset-webhook-ca \
-    KRUISE_LEADER_ELECT=false \
+    KRUISE_LEADER_ELECT=false KRUISE_FOREIGN_LEADER_LEASES= \
     KRUISE_KUBE_QPS=$qps KRUISE_KUBE_BURST=$burst KRUISE_WORKERS=$workers \
     setsid "$ctl_bin" >>"$state/logs/cloneset-ctl.log" 2>&1 </dev/null &
   started_pid=$!
@@ -402,48 +460,92 @@ run_upstream() {
   kc delete -f "$upstream_dir/config/crd/bases/" --wait=true >/dev/null
 }
 
+# --- the floor --------------------------------------------------------------------------
+
+run_floor() {
+  log "floor: bench-floor, the API-minimum client"
+  local args=(--namespace "$ns" --pods "$pods" --qps "$qps" --burst "$burst")
+  args+=(--max-unavailable $((pods / 5 > 0 ? pods / 5 : 1)))
+  kc create namespace "$ns" >/dev/null
+  local o0 o1 o2 ts tu="0" scale inplace="{}"
+  o0=$(audit_size)
+  ts=$(KUBECONFIG=$kubeconfig "$floor_bin" scale "${args[@]}" | jq -r .seconds)
+  log "floor: $pods Ready in $ts s"
+  quiesce "bench-floor/"
+  o1=$(audit_size)
+  if [ "$inplace_phase" = 1 ]; then
+    tu=$(KUBECONFIG=$kubeconfig "$floor_bin" inplace "${args[@]}" | jq -r .seconds)
+    log "floor: $pods updated in place in $tu s"
+    quiesce "bench-floor/"
+  fi
+  o2=$(audit_size)
+  scale=$(summarize "$o0" "$o1" "bench-floor/")
+  [ "$inplace_phase" = 1 ] && inplace=$(summarize "$o1" "$o2" "bench-floor/")
+  jq -n --argjson pods "$pods" --argjson qps "$qps" --argjson scale "$scale" \
+    --argjson inplace "$inplace" --arg ts "$ts" --arg tu "$tu" \
+    --argjson with_inplace "$inplace_phase" "$phase_jq"'
+    {implementation: "floor", binary: "bench-floor (API minimum)", pods: $pods,
+     scale: phase($scale; $ts; ""),
+     inplace: (if $with_inplace == 1 then phase($inplace; $tu; "") else null end)}' \
+    >"$out/compare-floor.json"
+  log "floor: deleting its Pods"
+  kc delete namespace "$ns" --timeout=1800s >/dev/null
+}
+
 # --- the run ----------------------------------------------------------------------------
 
-rm -f "$out"/compare-ours.json "$out"/compare-upstream.json
-[ "$only" = upstream ] || run_ours
-[ "$only" = ours ] || run_upstream
+rm -f "$out"/compare-ours.json "$out"/compare-upstream.json "$out"/compare-floor.json
+case $only in "" | ours) run_ours ;; esac
+case $only in "" | upstream) run_upstream ;; esac
+case $only in "" | floor) run_floor ;; esac
 
 sides=()
 [ -f "$out/compare-ours.json" ] && sides+=("$out/compare-ours.json")
 [ -f "$out/compare-upstream.json" ] && sides+=("$out/compare-upstream.json")
+[ -f "$out/compare-floor.json" ] && sides+=("$out/compare-floor.json")
 jq -s --argjson pods "$pods" --arg cpus "$(nproc)" \
-  '{pods: $pods, qps: 30, burst: 50, workers: 3, machine_cpus: ($cpus | tonumber),
-    update_strategy: "InPlaceIfPossible, maxUnavailable 20%", results: .}' \
+  --argjson qps "$qps" --argjson burst "$burst" --argjson workers "$workers" \
+  '{pods: $pods, qps: $qps, burst: $burst, workers: $workers, machine_cpus: ($cpus | tonumber),
+    update_strategy: "InPlaceIfPossible, maxUnavailable 20%",
+    results: (. as $all | ($all | map(select(.implementation == "floor"))[0]) as $floor | map(. as $side
+      | if $floor == null or $side.implementation == "floor" then $side
+        else $side
+          | .scale.floor_ratio = (.scale.seconds / $floor.scale.seconds * 100 | round / 100)
+          | if .inplace and $floor.inplace
+            then .inplace.floor_ratio = (.inplace.seconds / $floor.inplace.seconds * 100 | round / 100)
+            else . end
+        end))}' \
   "${sides[@]}" >"$out/compare.json"
 rm -f "${sides[@]}"
 
 # The table: one column per implementation.
 jq -r '
   def verbs: to_entries | map("\(.key) \(.value)") | join(", ");
-  def rows($p): [
+  def rows($p; $q): [
     ["  wall time (s)", (.[] | .[$p].seconds | tostring)],
     ["  Pod writes / Pod", (.[] | .[$p].pod_writes_per_pod | tostring)],
     ["    by verb", (.[] | .[$p].pod_writes_per_pod_by_verb | verbs)],
     ["  Pod GETs / Pod", (.[] | .[$p].pod_gets_per_pod | tostring)],
     ["  409 conflicts / Pod", (.[] | .[$p].pod_conflicts_per_pod | tostring)],
     ["  all requests / Pod", (.[] | .[$p].requests_per_pod | tostring)],
-    ["  requests / 30 QPS (s)", (.[] | .[$p].qps_floor_seconds | tostring)],
-    ["  CPU (s)", (.[] | .[$p].cpu_seconds | tostring)]];
-  .pods as $n | .results as $r
+    ["  requests / \($q) QPS (s)", (.[] | .[$p].qps_floor_seconds | tostring)],
+    ["  wall time / floor", (.[] | .[$p].floor_ratio // "" | tostring)],
+    ["  CPU (s)", (.[] | .[$p].cpu_seconds // "" | tostring)]];
+  .pods as $n | .qps as $q | .results as $r
   | (["", ($r[] | .binary)]),
-    (["scale 0 -> \($n) Ready", ($r[] | "")]),
-    ($r | rows("scale")[]),
-    (if $r[0].inplace then (["in-place rollout of \($n)", ($r[] | "")]), ($r | rows("inplace")[])
+    (["scale 0 -> \($n) Ready, \($q) QPS", ($r[] | "")]),
+    ($r | rows("scale"; $q)[]),
+    (if $r[0].inplace then (["in-place rollout of \($n)", ($r[] | "")]), ($r | rows("inplace"; $q)[])
      else (["in-place rollout", ($r[] | "not run (BENCH_INPLACE=0)")]) end),
     (["restart with \($n) Pods", ($r[] | "")]),
-    (["  ready (s)", ($r[] | .restart.ready_seconds | tostring)]),
-    (["  ready and idle (s)", ($r[] | .restart.idle_seconds | tostring)]),
-    (["  requests, Pod writes", ($r[] | "\(.restart.requests), \(.restart.pod_writes)")]),
-    (["  RSS (MiB)", ($r[] | .restart.rss_mib | tostring)]),
-    (["RSS idle, no Pods (MiB)", ($r[] | .idle_rss_mib | tostring)]),
-    (["bytes per cached Pod", ($r[] | .bytes_per_cached_pod | tostring)]),
-    (["peak RSS (MiB)", ($r[] | .peak_rss_mib | tostring)]),
-    (["RSS at the end (MiB)", ($r[] | .rss_at_end_mib | tostring)])
+    (["  ready (s)", ($r[] | .restart.ready_seconds // "" | tostring)]),
+    (["  ready and idle (s)", ($r[] | .restart.idle_seconds // "" | tostring)]),
+    (["  requests, Pod writes", ($r[] | if .restart then "\(.restart.requests), \(.restart.pod_writes)" else "" end)]),
+    (["  RSS (MiB)", ($r[] | .restart.rss_mib // "" | tostring)]),
+    (["RSS idle, no Pods (MiB)", ($r[] | .idle_rss_mib // "" | tostring)]),
+    (["bytes per cached Pod", ($r[] | .bytes_per_cached_pod // "" | tostring)]),
+    (["peak RSS (MiB)", ($r[] | .peak_rss_mib // "" | tostring)]),
+    (["RSS at the end (MiB)", ($r[] | .rss_at_end_mib // "" | tostring)])
   | map(. + "                                                  ")
-  | (.[0][0:26]) + (.[1:] | map(.[0:48]) | join(""))' "$out/compare.json" | sed 's/ *$//'
+  | (.[0][0:34]) + (.[1:] | map(.[0:44]) | join(""))' "$out/compare.json" | sed 's/ *$//'
 log "written to target/bench/compare.json (audit log: $audit)"
